@@ -1,0 +1,45 @@
+# Two entry points do all the set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install demo test lint format typecheck unit notebooks fuzz bench clean
+
+$(BIN)/activate: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test,agents,plot]"
+	touch $(BIN)/activate
+
+install: $(BIN)/activate
+
+demo: install
+	$(BIN)/context-governance demo
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+typecheck: install
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/pytest -q
+
+notebooks: install
+	@if ls notebooks/*.ipynb >/dev/null 2>&1; then $(BIN)/pytest -q --nbmake notebooks; else echo 'no notebooks yet'; fi
+
+test: lint typecheck unit notebooks
+
+fuzz: install
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -q -m fuzz tests
+
+bench: install
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
