@@ -1,0 +1,31 @@
+"""Keep every chat-model request of a LangChain/LangGraph agent legal and inside its window."""
+
+from langchain_context_governance.governor import (
+    ContextGovernor,
+    GovernanceReport,
+    GovernanceResult,
+)
+from langchain_context_governance.passes import (
+    BACKFILL_CONTENT,
+    DEFAULT_COMPACTABLE_TOOLS,
+    SYNTHETIC_USER_CONTENT,
+    backfill_missing_tool_results,
+    drop_orphan_tool_results,
+    enforce_role_alternation,
+    microcompact,
+    snip_history,
+)
+
+__all__ = [
+    "BACKFILL_CONTENT",
+    "DEFAULT_COMPACTABLE_TOOLS",
+    "SYNTHETIC_USER_CONTENT",
+    "ContextGovernor",
+    "GovernanceReport",
+    "GovernanceResult",
+    "backfill_missing_tool_results",
+    "drop_orphan_tool_results",
+    "enforce_role_alternation",
+    "microcompact",
+    "snip_history",
+]

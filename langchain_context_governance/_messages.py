@@ -11,6 +11,9 @@ from typing import Any
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
     convert_to_messages,
 )
 from langchain_core.messages.utils import MessageLikeRepresentation
@@ -55,19 +58,19 @@ def as_message_list(messages: Sequence[MessageLikeRepresentation]) -> list[BaseM
 
 
 def is_system(message: BaseMessage) -> bool:
-    return message.type == "system"
+    return isinstance(message, SystemMessage)
 
 
 def is_user(message: BaseMessage) -> bool:
-    return message.type == "human"
+    return isinstance(message, HumanMessage)
 
 
 def is_assistant(message: BaseMessage) -> bool:
-    return message.type == "ai"
+    return isinstance(message, AIMessage)
 
 
 def is_tool_result(message: BaseMessage) -> bool:
-    return message.type == "tool"
+    return isinstance(message, ToolMessage)
 
 
 def iter_declared_tool_calls(message: AIMessage) -> Iterator[tuple[str, str]]:

@@ -1,0 +1,27 @@
+"""The governance passes: one module per pass, each a pure function over a message list."""
+
+from langchain_context_governance.passes.alternation import (
+    SYNTHETIC_USER_CONTENT,
+    enforce_role_alternation,
+)
+from langchain_context_governance.passes.backfill import (
+    BACKFILL_CONTENT,
+    backfill_missing_tool_results,
+)
+from langchain_context_governance.passes.microcompact import (
+    DEFAULT_COMPACTABLE_TOOLS,
+    microcompact,
+)
+from langchain_context_governance.passes.orphans import drop_orphan_tool_results
+from langchain_context_governance.passes.snip import snip_history
+
+__all__ = [
+    "BACKFILL_CONTENT",
+    "DEFAULT_COMPACTABLE_TOOLS",
+    "SYNTHETIC_USER_CONTENT",
+    "backfill_missing_tool_results",
+    "drop_orphan_tool_results",
+    "enforce_role_alternation",
+    "microcompact",
+    "snip_history",
+]

@@ -1,0 +1,294 @@
+"""ContextGovernor: the passes in their order, the budget, the report and the fallback."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseLanguageModel
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages.utils import MessageLikeRepresentation
+from langchain_core.prompt_values import PromptValue
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableSerializable
+from pydantic import ConfigDict, PrivateAttr
+
+from langchain_context_governance._messages import as_message_list
+from langchain_context_governance.passes.alternation import (
+    SYNTHETIC_USER_CONTENT,
+    enforce_role_alternation_with_count,
+)
+from langchain_context_governance.passes.backfill import backfill_missing_tool_results_with_count
+from langchain_context_governance.passes.microcompact import (
+    DEFAULT_COMPACTABLE_TOOLS,
+    microcompact_with_count,
+    validate_microcompact_settings,
+)
+from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
+from langchain_context_governance.passes.snip import snip_history_with_count
+from langchain_context_governance.tokens import MessageTokenCounter, get_token_counter
+
+logger = logging.getLogger(__name__)
+
+GovernorInput = Sequence[MessageLikeRepresentation] | PromptValue
+
+PassFunction = Callable[[list[BaseMessage]], tuple[list[BaseMessage], int]]
+
+
+@dataclass(frozen=True)
+class GovernanceReport:
+    """What one governance run did.
+
+    `changes` maps each pass name to how many messages it changed, removed or added;
+    `budget` is None when no context window is set (no snipping).
+    """
+
+    tokens_before: int
+    tokens_after: int
+    budget: int | None
+    changes: dict[str, int] = field(default_factory=dict)
+    messages_before: int = 0
+    messages_after: int = 0
+    fell_back: bool = False
+
+    @property
+    def within_budget(self) -> bool:
+        return self.budget is None or self.tokens_after <= self.budget
+
+
+@dataclass(frozen=True)
+class GovernanceResult:
+    """The governed messages (what `invoke` returns) and the report of the run."""
+
+    messages: list[BaseMessage]
+    report: GovernanceReport
+
+
+def _input_budget(context_window: int | None, max_output: int, safety_buffer: int) -> int | None:
+    if context_window is None:
+        return None
+    budget = context_window - max_output - safety_buffer
+    if budget <= 0:
+        raise ValueError(
+            "input budget = context_window_tokens - max_output_tokens - safety_buffer must be "
+            f"> 0, got {context_window} - {max_output} - {safety_buffer} = {budget}"
+        )
+    return budget
+
+
+def _validate_settings(governor: ContextGovernor) -> None:
+    if governor.context_window_tokens is not None and governor.context_window_tokens <= 0:
+        raise ValueError(
+            f"context_window_tokens must be > 0 or None, got {governor.context_window_tokens}"
+        )
+    if governor.max_output_tokens < 0:
+        raise ValueError(f"max_output_tokens must be >= 0, got {governor.max_output_tokens}")
+    if governor.safety_buffer < 0:
+        raise ValueError(f"safety_buffer must be >= 0, got {governor.safety_buffer}")
+    validate_microcompact_settings(keep_recent=governor.keep_recent, min_chars=governor.min_chars)
+
+
+def _unwrap_model(model: Runnable[Any, Any]) -> Runnable[Any, Any]:
+    """The chat model behind `bind_tools` / `with_config` bindings."""
+    while isinstance(model, RunnableBinding):
+        model = model.bound
+    return model
+
+
+def ensure_user_message(messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
+    """Add a synthetic user turn to a non-empty request that has none."""
+    if not messages or any(isinstance(message, HumanMessage) for message in messages):
+        return messages, 0
+    leading_systems = 0
+    while leading_systems < len(messages) and isinstance(messages[leading_systems], SystemMessage):
+        leading_systems += 1
+    synthetic = HumanMessage(SYNTHETIC_USER_CONTENT)
+    return [*messages[:leading_systems], synthetic, *messages[leading_systems:]], 1
+
+
+class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
+    """Turn a conversation into a request that is legal for the provider and fits the window.
+
+    Runs before every chat-model call, on a copy: the stored history is never touched.
+    Order on every call: drop orphans -> backfill -> microcompact -> snip -> drop
+    orphans -> backfill -> enforce role alternation. Snipping can break pairs and
+    alternation, so the repairs run again after it. Input budget =
+    `context_window_tokens - max_output_tokens - safety_buffer`; no snipping when
+    `context_window_tokens` is None.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> governor = ContextGovernor(context_window_tokens=8_000)
+        >>> history = [
+        ...     HumanMessage("list the files"),
+        ...     AIMessage("", tool_calls=[{"name": "list_dir", "args": {}, "id": "c1"}]),
+        ...     HumanMessage("sorry, I restarted"),
+        ... ]
+        >>> [m.type for m in governor.invoke(history)]
+        ['human', 'ai', 'tool', 'human']
+
+    It is a Runnable, so `governor | chat_model` sends the governed copy to the model.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    context_window_tokens: int | None = None
+    max_output_tokens: int = 4096
+    safety_buffer: int = 1024
+    keep_recent: int = 10
+    min_chars: int = 500
+    compactable_tools: frozenset[str] = DEFAULT_COMPACTABLE_TOOLS
+    token_counter: Any = "approximate"
+    tools: Sequence[Any] | None = None
+    name: str | None = "ContextGovernor"
+
+    _counter: MessageTokenCounter = PrivateAttr()
+    _budget: int | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        _validate_settings(self)
+        self._budget = _input_budget(
+            self.context_window_tokens, self.max_output_tokens, self.safety_buffer
+        )
+        self._counter = get_token_counter(self.token_counter)
+
+    @classmethod
+    def from_model(cls, chat_model: Runnable[Any, Any], **overrides: Any) -> ContextGovernor:
+        """A governor sized for `chat_model`: its context window and output reservation.
+
+        The window is `chat_model.profile["max_input_tokens"]`; the output reservation
+        is the model's own `max_tokens` setting where set, else
+        `profile["max_output_tokens"]`. Tokens are counted with the model where it
+        supports counting. `bind_tools` bindings are unwrapped. `overrides` win.
+        """
+        model = _unwrap_model(chat_model)
+        profile = getattr(model, "profile", None) or {}
+        settings: dict[str, Any] = {}
+        if profile.get("max_input_tokens"):
+            settings["context_window_tokens"] = int(profile["max_input_tokens"])
+        max_tokens = getattr(model, "max_tokens", None)
+        if isinstance(max_tokens, int) and max_tokens > 0:
+            settings["max_output_tokens"] = max_tokens
+        elif profile.get("max_output_tokens"):
+            settings["max_output_tokens"] = int(profile["max_output_tokens"])
+        if isinstance(model, BaseLanguageModel):
+            settings["token_counter"] = model
+        settings.update(overrides)
+        return cls(**settings)
+
+    @property
+    def budget(self) -> int | None:
+        """Tokens the request may take, or None when no context window is set."""
+        return self._budget
+
+    @property
+    def counter(self) -> MessageTokenCounter:
+        """The cached per-message token counter this governor uses."""
+        return self._counter
+
+    def count_tokens(self, messages: Sequence[BaseMessage]) -> int:
+        """Tokens of a request made of `messages` and this governor's tool definitions."""
+        return self._counter.count_messages(messages) + self._counter.count_tools(self.tools)
+
+    def govern(self, messages: GovernorInput) -> GovernanceResult:
+        """Govern `messages`; return the governed copy and a report of what changed."""
+        original = _to_message_list(messages)
+        tokens_before = self.count_tokens(original)
+        fell_back = False
+        try:
+            governed, changes = self._run_passes(original)
+        except Exception:
+            logger.exception("context governance failed; sending the minimal repair instead")
+            governed, changes = self._run_minimal_repair(original)
+            fell_back = True
+        governed, added = ensure_user_message(governed)
+        if added:
+            changes["enforce_role_alternation"] = changes.get("enforce_role_alternation", 0) + 1
+        report = GovernanceReport(
+            tokens_before=tokens_before,
+            tokens_after=self.count_tokens(governed),
+            budget=self._budget,
+            changes=changes,
+            messages_before=len(original),
+            messages_after=len(governed),
+            fell_back=fell_back,
+        )
+        logger.debug("context governance report: %s", report)
+        return GovernanceResult(messages=list(governed), report=report)
+
+    def _repair_passes(self) -> list[tuple[str, PassFunction]]:
+        return [
+            ("drop_orphan_tool_results", drop_orphan_tool_results_with_count),
+            ("backfill_missing_tool_results", backfill_missing_tool_results_with_count),
+        ]
+
+    def _pipeline(self) -> list[tuple[str, PassFunction]]:
+        steps = self._repair_passes()
+        steps.append(("microcompact", self._microcompact))
+        if self._budget is not None:
+            steps.append(("snip_history", self._snip))
+            steps.extend(self._repair_passes())
+        steps.append(("enforce_role_alternation", enforce_role_alternation_with_count))
+        return steps
+
+    def _microcompact(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
+        return microcompact_with_count(
+            messages,
+            keep_recent=self.keep_recent,
+            min_chars=self.min_chars,
+            compactable_tools=self.compactable_tools,
+        )
+
+    def _snip(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
+        assert self._budget is not None
+        return snip_history_with_count(
+            messages,
+            max_tokens=self._budget,
+            counter=self._counter,
+            tools_tokens=self._counter.count_tools(self.tools),
+        )
+
+    def _run_passes(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], dict[str, int]]:
+        return _run_steps(messages, self._pipeline())
+
+    def _run_minimal_repair(
+        self, messages: list[BaseMessage]
+    ) -> tuple[list[BaseMessage], dict[str, int]]:
+        steps = self._repair_passes()
+        steps.append(("enforce_role_alternation", enforce_role_alternation_with_count))
+        return _run_steps(messages, steps)
+
+    def invoke(
+        self, input: GovernorInput, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[BaseMessage]:
+        return self._call_with_config(self._govern_messages, input, config, run_type="chain")
+
+    async def ainvoke(
+        self, input: GovernorInput, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> list[BaseMessage]:
+        return await self._acall_with_config(
+            self._agovern_messages, input, config, run_type="chain"
+        )
+
+    def _govern_messages(self, messages: GovernorInput) -> list[BaseMessage]:
+        return self.govern(messages).messages
+
+    async def _agovern_messages(self, messages: GovernorInput) -> list[BaseMessage]:
+        return self.govern(messages).messages
+
+
+def _to_message_list(messages: GovernorInput) -> list[BaseMessage]:
+    if isinstance(messages, PromptValue):
+        return messages.to_messages()
+    return as_message_list(messages)
+
+
+def _run_steps(
+    messages: list[BaseMessage], steps: list[tuple[str, PassFunction]]
+) -> tuple[list[BaseMessage], dict[str, int]]:
+    changes: dict[str, int] = {}
+    for name, run_pass in steps:
+        messages, changed = run_pass(messages)
+        changes[name] = changes.get(name, 0) + changed
+    return messages, changes

@@ -1,0 +1,175 @@
+"""Make user and assistant turns alternate the way every provider accepts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages.utils import MessageLikeRepresentation
+
+from langchain_context_governance._messages import as_message_list
+from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
+
+SYNTHETIC_USER_CONTENT = "(conversation continued)"
+
+Content = str | list[str | dict[str, Any]]
+
+# Signed thinking blocks must reach Anthropic exactly as it produced them, one
+# response each; merging two responses would present them as one and break that.
+_SIGNED_BLOCK_TYPES = frozenset({"thinking", "redacted_thinking"})
+
+
+def _as_blocks(content: Content) -> list[str | dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return list(content)
+
+
+def merge_contents(first: Content, second: Content) -> Content:
+    """Join two contents without losing any part: text by a blank line, blocks in order."""
+    if isinstance(first, str) and isinstance(second, str):
+        if not first:
+            return second
+        if not second:
+            return first
+        return f"{first}\n\n{second}"
+    return _as_blocks(first) + _as_blocks(second)
+
+
+def _has_signed_thinking(message: BaseMessage) -> bool:
+    return isinstance(message.content, list) and any(
+        isinstance(block, dict) and block.get("type") in _SIGNED_BLOCK_TYPES
+        for block in message.content
+    )
+
+
+def _merge_user(first: HumanMessage, second: HumanMessage) -> HumanMessage:
+    return first.model_copy(update={"content": merge_contents(first.content, second.content)})
+
+
+def _merge_assistant(first: AIMessage, second: AIMessage) -> AIMessage:
+    return first.model_copy(
+        update={
+            "content": merge_contents(first.content, second.content),
+            "tool_calls": [*first.tool_calls, *second.tool_calls],
+            "invalid_tool_calls": [*first.invalid_tool_calls, *second.invalid_tool_calls],
+        }
+    )
+
+
+def _can_merge(previous: BaseMessage, message: BaseMessage) -> bool:
+    if isinstance(previous, HumanMessage) and isinstance(message, HumanMessage):
+        return True
+    if isinstance(previous, AIMessage) and isinstance(message, AIMessage):
+        return not (_has_signed_thinking(previous) and _has_signed_thinking(message))
+    return False
+
+
+def _merge_pair(previous: BaseMessage, message: BaseMessage) -> BaseMessage:
+    if isinstance(previous, HumanMessage) and isinstance(message, HumanMessage):
+        return _merge_user(previous, message)
+    assert isinstance(previous, AIMessage) and isinstance(message, AIMessage)
+    return _merge_assistant(previous, message)
+
+
+def merge_consecutive_turns(messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
+    """Merge runs of user messages and runs of assistant messages; return list and count."""
+    output: list[BaseMessage] = []
+    merged = 0
+    for message in messages:
+        if output and _can_merge(output[-1], message):
+            output[-1] = _merge_pair(output[-1], message)
+            merged += 1
+        else:
+            output.append(message)
+    if merged == 0:
+        return messages, 0
+    return output, merged
+
+
+def _text_of(message: AIMessage) -> str:
+    return message.text.strip() if isinstance(message.text, str) else ""
+
+
+def drop_trailing_assistant_messages(
+    messages: list[BaseMessage],
+) -> tuple[list[BaseMessage], int]:
+    """Drop assistant messages at the end (no prefill); return list and count.
+
+    Where that would leave only system messages, the last dropped assistant message
+    becomes a user message instead, so the request keeps something to answer.
+    """
+    end = len(messages)
+    while end > 0 and isinstance(messages[end - 1], AIMessage):
+        end -= 1
+    if end == len(messages):
+        return messages, 0
+    kept = messages[:end]
+    if all(isinstance(message, SystemMessage) for message in kept):
+        last = messages[-1]
+        assert isinstance(last, AIMessage)
+        text = _text_of(last) or SYNTHETIC_USER_CONTENT
+        kept.append(HumanMessage(text))
+    return kept, len(messages) - end
+
+
+def insert_user_before_leading_assistant(
+    messages: list[BaseMessage],
+) -> tuple[list[BaseMessage], int]:
+    """Put a synthetic user turn before an assistant message that opens the conversation.
+
+    Zhipu/GLM rejects system followed by assistant (error 1214) and Anthropic needs
+    the first message to come from the user.
+    """
+    for index, message in enumerate(messages):
+        if isinstance(message, SystemMessage):
+            continue
+        if not isinstance(message, AIMessage):
+            return messages, 0
+        synthetic = HumanMessage(SYNTHETIC_USER_CONTENT)
+        return [*messages[:index], synthetic, *messages[index:]], 1
+    return messages, 0
+
+
+def enforce_role_alternation_with_count(
+    messages: list[BaseMessage],
+) -> tuple[list[BaseMessage], int]:
+    """Run the three alternation repairs; return the list and messages changed."""
+    merged, merge_count = merge_consecutive_turns(messages)
+    trimmed, drop_count = drop_trailing_assistant_messages(merged)
+    opened, insert_count = insert_user_before_leading_assistant(trimmed)
+    return opened, merge_count + drop_count + insert_count
+
+
+@runnable_when_called_without_messages
+def enforce_role_alternation(
+    messages: Sequence[MessageLikeRepresentation],
+) -> list[BaseMessage]:
+    """Merge consecutive same-role turns, drop trailing assistant turns, open with a user.
+
+    - Consecutive user messages merge into one, and consecutive assistant messages
+      into one, losing no text and no tool call: string contents are joined by a blank
+      line, list contents are concatenated block by block, and an assistant message
+      with tool calls absorbs the text of a plain neighbour. System and tool messages
+      are never merged. Two assistant responses that both carry signed thinking blocks
+      are left apart, since those blocks must reach the provider as produced.
+    - Assistant messages at the end are dropped (no prefill). Where that would leave
+      only system messages, the last dropped one becomes a user message.
+    - Where the first non-system message is an assistant message, a user message with
+      `SYNTHETIC_USER_CONTENT` is inserted before it.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+        >>> history = [
+        ...     SystemMessage("be brief"),
+        ...     AIMessage("hello"),
+        ...     HumanMessage("a"),
+        ...     HumanMessage("b"),
+        ...     AIMessage("done"),
+        ... ]
+        >>> [m.content for m in enforce_role_alternation(history)]
+        ['be brief', '(conversation continued)', 'hello', 'a\\n\\nb']
+    """
+    repaired, _ = enforce_role_alternation_with_count(as_message_list(messages))
+    return list(repaired)

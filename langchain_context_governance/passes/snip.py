@@ -1,0 +1,167 @@
+"""Keep the newest messages that fit the input budget, in whole tool-call groups."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages.utils import MessageLikeRepresentation
+
+from langchain_context_governance._messages import as_message_list
+from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
+from langchain_context_governance.tokens import (
+    MessageTokenCounter,
+    TokenCounterSpec,
+    get_token_counter,
+)
+
+# What to keep when the history holds no user message to anchor the request on.
+KEEP_WITHOUT_USER_MESSAGE = 4
+
+
+def validate_max_tokens(max_tokens: int, *, setting: str = "max_tokens") -> None:
+    if max_tokens <= 0:
+        raise ValueError(f"{setting} must be > 0, got {max_tokens}")
+
+
+def group_start(messages: list[BaseMessage], end: int) -> int:
+    """Start of the group that ends just before `end`.
+
+    A group is an assistant message together with the tool results that directly
+    follow it, or any other single message. Tool results with no assistant message
+    in front of them form a group of their own.
+    """
+    start = end - 1
+    if not isinstance(messages[start], ToolMessage):
+        return start
+    while start > 0 and isinstance(messages[start - 1], ToolMessage):
+        start -= 1
+    if start > 0 and isinstance(messages[start - 1], AIMessage):
+        return start - 1
+    return start
+
+
+def newest_groups_within(
+    messages: list[BaseMessage],
+    counter: MessageTokenCounter,
+    budget: int,
+    *,
+    stop: int = 0,
+) -> int:
+    """Index where the newest whole groups (after `stop`) that fit in `budget` begin."""
+    start = len(messages)
+    used = 0
+    while start > stop:
+        begin = max(group_start(messages, start), stop)
+        cost = sum(counter.count_message(message) for message in messages[begin:start])
+        if used + cost > budget:
+            break
+        used += cost
+        start = begin
+    return start
+
+
+def _extend_to_group_start(messages: list[BaseMessage], start: int) -> int:
+    """Move `start` back so that it does not split an assistant message from its results."""
+    if start >= len(messages) or not isinstance(messages[start], ToolMessage):
+        return start
+    end = start + 1
+    while end < len(messages) and isinstance(messages[end], ToolMessage):
+        end += 1
+    return group_start(messages, end)
+
+
+def _last_user_before(messages: list[BaseMessage], end: int) -> int | None:
+    for index in range(end - 1, -1, -1):
+        if isinstance(messages[index], HumanMessage):
+            return index
+    return None
+
+
+def _first_user_from(messages: list[BaseMessage], start: int) -> int | None:
+    for index in range(start, len(messages)):
+        if isinstance(messages[index], HumanMessage):
+            return index
+    return None
+
+
+def snip_history_with_count(
+    messages: list[BaseMessage],
+    *,
+    max_tokens: int,
+    counter: MessageTokenCounter,
+    tools_tokens: int = 0,
+) -> tuple[list[BaseMessage], int]:
+    """Snip to `max_tokens`; return the list and how many messages were removed.
+
+    Returns the very same list when everything fits.
+    """
+    if counter.count_messages(messages) + tools_tokens <= max_tokens:
+        return messages, 0
+    systems = [message for message in messages if isinstance(message, SystemMessage)]
+    rest = [message for message in messages if not isinstance(message, SystemMessage)]
+    if not rest:
+        return messages, 0
+    fixed = counter.request_overhead + tools_tokens
+    remaining = max_tokens - fixed - sum(counter.count_message(message) for message in systems)
+    kept = _kept_part(rest, counter, remaining)
+    snipped = [*systems, *kept]
+    return snipped, len(messages) - len(snipped)
+
+
+def _kept_part(
+    rest: list[BaseMessage], counter: MessageTokenCounter, remaining: int
+) -> list[BaseMessage]:
+    """The newest non-system messages that fit, starting with a user message."""
+    start = newest_groups_within(rest, counter, remaining)
+    first_user = _first_user_from(rest, start)
+    if first_user is not None:
+        return rest[first_user:]
+    pinned = _last_user_before(rest, start)
+    if pinned is None:
+        return rest[_extend_to_group_start(rest, max(len(rest) - KEEP_WITHOUT_USER_MESSAGE, 0)) :]
+    after_pin = pinned + 1
+    budget = remaining - counter.count_message(rest[pinned])
+    start = newest_groups_within(rest, counter, budget, stop=after_pin)
+    if start == len(rest) and after_pin < len(rest):
+        # An oversized request beats an invalid one: keep the newest whole group.
+        start = max(group_start(rest, len(rest)), after_pin)
+    return [rest[pinned], *rest[start:]]
+
+
+@runnable_when_called_without_messages
+def snip_history(
+    messages: Sequence[MessageLikeRepresentation],
+    *,
+    max_tokens: int,
+    token_counter: TokenCounterSpec = "approximate",
+    tools: Sequence[Any] | None = None,
+) -> list[BaseMessage]:
+    """Keep every system message and the newest other messages that fit in `max_tokens`.
+
+    Tool definitions in `tools` count against the budget. The kept part starts with a
+    user message: it is cut forward to its first user message, or, where it holds
+    none, the nearest earlier user message is pinned in front of it and the messages
+    in between are dropped in whole groups (an assistant message with all its tool
+    results) so that the request still fits. Only where the system messages, that
+    user message and the newest complete group cannot fit together does the result go
+    over budget: an oversized request beats an invalid one. With no user message at
+    all, the last 4 messages are kept. A tool call and its results are kept or dropped
+    together, so the kept part never begins with results whose call was cut away.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage, SystemMessage
+        >>> history = [SystemMessage("rules"), HumanMessage("old " * 200), HumanMessage("new")]
+        >>> [m.content for m in snip_history(history, max_tokens=40)]
+        ['rules', 'new']
+    """
+    validate_max_tokens(max_tokens)
+    counter = get_token_counter(token_counter)
+    snipped, _ = snip_history_with_count(
+        as_message_list(messages),
+        max_tokens=max_tokens,
+        counter=counter,
+        tools_tokens=counter.count_tools(tools),
+    )
+    return list(snipped)
