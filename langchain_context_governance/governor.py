@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -258,6 +258,19 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         steps = self._repair_passes()
         steps.append(("enforce_role_alternation", enforce_role_alternation_with_count))
         return _run_steps(messages, steps)
+
+    def as_pre_model_hook(
+        self, mode: Literal["llm_input", "replace"] = "llm_input"
+    ) -> Runnable[dict[str, Any], dict[str, Any]]:
+        """A LangGraph pre-model node that governs `state["messages"]` before each model call.
+
+        `mode="llm_input"` returns `{"llm_input_messages": governed}`: the model sees the
+        governed copy while the stored history stays whole. `mode="replace"` rewrites the
+        stored history with the governed list.
+        """
+        from langchain_context_governance.langgraph import build_pre_model_hook
+
+        return build_pre_model_hook(self, mode=mode)
 
     def invoke(
         self, input: GovernorInput, config: RunnableConfig | None = None, **kwargs: Any
