@@ -15,17 +15,29 @@ from langchain_context_governance.passes import (
     microcompact,
     snip_history,
 )
+from langchain_context_governance.tokens import (
+    CacheStats,
+    MessageTokenCounter,
+    TokenCounterFallbackWarning,
+    TokenCounterSpec,
+    get_token_counter,
+)
 
 __all__ = [
     "BACKFILL_CONTENT",
     "DEFAULT_COMPACTABLE_TOOLS",
     "SYNTHETIC_USER_CONTENT",
+    "CacheStats",
     "ContextGovernor",
     "GovernanceReport",
     "GovernanceResult",
+    "MessageTokenCounter",
+    "TokenCounterFallbackWarning",
+    "TokenCounterSpec",
     "backfill_missing_tool_results",
     "drop_orphan_tool_results",
     "enforce_role_alternation",
+    "get_token_counter",
     "microcompact",
     "snip_history",
 ]

