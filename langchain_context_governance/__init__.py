@@ -15,6 +15,7 @@ from langchain_context_governance.passes import (
     microcompact,
     snip_history,
 )
+from langchain_context_governance.providers import PROVIDERS, Violation, validate_messages
 from langchain_context_governance.tokens import (
     CacheStats,
     MessageTokenCounter,
@@ -26,6 +27,7 @@ from langchain_context_governance.tokens import (
 __all__ = [
     "BACKFILL_CONTENT",
     "DEFAULT_COMPACTABLE_TOOLS",
+    "PROVIDERS",
     "SYNTHETIC_USER_CONTENT",
     "CacheStats",
     "ContextGovernor",
@@ -34,10 +36,12 @@ __all__ = [
     "MessageTokenCounter",
     "TokenCounterFallbackWarning",
     "TokenCounterSpec",
+    "Violation",
     "backfill_missing_tool_results",
     "drop_orphan_tool_results",
     "enforce_role_alternation",
     "get_token_counter",
     "microcompact",
     "snip_history",
+    "validate_messages",
 ]
