@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,6 +20,13 @@ from langchain_context_governance.passes.alternation import (
     enforce_role_alternation_with_count,
 )
 from langchain_context_governance.passes.backfill import backfill_missing_tool_results_with_count
+from langchain_context_governance.passes.batched import (
+    DEFAULT_HIGH_WATERMARK,
+    DEFAULT_LOW_WATERMARK,
+    BatchedWindow,
+    BatchedWindowPool,
+    validate_watermarks,
+)
 from langchain_context_governance.passes.microcompact import (
     DEFAULT_COMPACTABLE_TOOLS,
     microcompact_with_count,
@@ -33,7 +40,8 @@ logger = logging.getLogger(__name__)
 
 GovernorInput = Sequence[MessageLikeRepresentation] | PromptValue
 
-PassFunction = Callable[[list[BaseMessage]], tuple[list[BaseMessage], int]]
+# A step returns the messages and how many it changed, or such counts per pass name.
+PassFunction = Callable[[list[BaseMessage]], tuple[list[BaseMessage], int | Mapping[str, int]]]
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,13 @@ def _validate_settings(governor: ContextGovernor) -> None:
         raise ValueError(f"max_output_tokens must be >= 0, got {governor.max_output_tokens}")
     if governor.safety_buffer < 0:
         raise ValueError(f"safety_buffer must be >= 0, got {governor.safety_buffer}")
+    if governor.compaction not in ("cache_aware", "keep_recent"):
+        raise ValueError(
+            f"compaction must be 'cache_aware' or 'keep_recent', got {governor.compaction!r}"
+        )
+    validate_watermarks(
+        high_watermark=governor.high_watermark, low_watermark=governor.low_watermark
+    )
     validate_microcompact_settings(keep_recent=governor.keep_recent, min_chars=governor.min_chars)
 
 
@@ -141,10 +156,14 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     compactable_tools: frozenset[str] = DEFAULT_COMPACTABLE_TOOLS
     token_counter: Any = "approximate"
     tools: Sequence[Any] | None = None
+    compaction: Literal["cache_aware", "keep_recent"] = "cache_aware"
+    high_watermark: float = DEFAULT_HIGH_WATERMARK
+    low_watermark: float = DEFAULT_LOW_WATERMARK
     name: str | None = "ContextGovernor"
 
     _counter: MessageTokenCounter = PrivateAttr()
     _budget: int | None = PrivateAttr(default=None)
+    _windows: BatchedWindowPool | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any, /) -> None:
         _validate_settings(self)
@@ -152,6 +171,21 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             self.context_window_tokens, self.max_output_tokens, self.safety_buffer
         )
         self._counter = get_token_counter(self.token_counter)
+        if self.compaction == "cache_aware" and self._budget is not None:
+            self._windows = BatchedWindowPool(self._new_window)
+
+    def _new_window(self) -> BatchedWindow:
+        assert self._budget is not None
+        return BatchedWindow(
+            max_tokens=self._budget,
+            counter=self._counter,
+            tools_tokens=self._counter.count_tools(self.tools),
+            high_watermark=self.high_watermark,
+            low_watermark=self.low_watermark,
+            keep_recent=self.keep_recent,
+            min_chars=self.min_chars,
+            compactable_tools=self.compactable_tools,
+        )
 
     @classmethod
     def from_model(cls, chat_model: Runnable[Any, Any], **overrides: Any) -> ContextGovernor:
@@ -225,10 +259,14 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
 
     def _pipeline(self) -> list[tuple[str, PassFunction]]:
         steps = self._repair_passes()
-        steps.append(("microcompact", self._microcompact))
-        if self._budget is not None:
-            steps.append(("snip_history", self._snip))
+        if self._windows is not None:
+            steps.append(("microcompact", self._compact_in_batches))
             steps.extend(self._repair_passes())
+        else:
+            steps.append(("microcompact", self._microcompact))
+            if self._budget is not None:
+                steps.append(("snip_history", self._snip))
+                steps.extend(self._repair_passes())
         steps.append(("enforce_role_alternation", enforce_role_alternation_with_count))
         return steps
 
@@ -248,6 +286,16 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             counter=self._counter,
             tools_tokens=self._counter.count_tools(self.tools),
         )
+
+    def _compact_in_batches(
+        self, messages: list[BaseMessage]
+    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
+        assert self._windows is not None
+        plan = self._windows.plan(messages)
+        counts = {"microcompact": plan.compacted, "snip_history": plan.removed}
+        if plan.compacted == 0 and plan.removed == 0:
+            return messages, counts
+        return plan.messages, counts
 
     def _run_passes(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], dict[str, int]]:
         return _run_steps(messages, self._pipeline())
@@ -303,5 +351,7 @@ def _run_steps(
     changes: dict[str, int] = {}
     for name, run_pass in steps:
         messages, changed = run_pass(messages)
-        changes[name] = changes.get(name, 0) + changed
+        counts = changed if isinstance(changed, Mapping) else {name: changed}
+        for pass_name, count in counts.items():
+            changes[pass_name] = changes.get(pass_name, 0) + count
     return messages, changes

@@ -67,9 +67,12 @@ def test_budget_is_window_minus_output_minus_buffer():
     assert governor.budget == 7_500
 
 
-def test_long_tool_loop_fits_budget_and_keeps_the_request():
+@pytest.mark.parametrize("compaction", ["cache_aware", "keep_recent"])
+def test_long_tool_loop_fits_budget_and_keeps_the_request(compaction):
     history = tool_loop(200, size=1500)
-    governor = ContextGovernor(context_window_tokens=12_000, max_output_tokens=2_000, keep_recent=4)
+    governor = ContextGovernor(
+        context_window_tokens=12_000, max_output_tokens=2_000, keep_recent=4, compaction=compaction
+    )
     governed = governor.govern(history)
     assert governed.report.tokens_after <= governor.budget
     assert governed.report.within_budget
@@ -103,6 +106,9 @@ def test_report_is_logged_at_debug(caplog):
         ({"token_counter": "no-such-counter"}, "token_counter"),
         ({"max_output_tokens": -1}, "max_output_tokens"),
         ({"safety_buffer": -1}, "safety_buffer"),
+        ({"compaction": "sometimes"}, "compaction"),
+        ({"high_watermark": 1.5}, "high_watermark"),
+        ({"low_watermark": 0.95, "high_watermark": 0.9}, "low_watermark"),
     ],
 )
 def test_bad_configuration_names_the_setting(settings, name):
@@ -237,5 +243,5 @@ def test_snip_runs_before_the_second_repair(monkeypatch):
     import langchain_context_governance.governor as governor_module
 
     monkeypatch.setattr(governor_module, "snip_history_with_count", tracking_snip)
-    ContextGovernor(context_window_tokens=9_000).invoke(tool_loop(10))
+    ContextGovernor(context_window_tokens=9_000, compaction="keep_recent").invoke(tool_loop(10))
     assert order == ["snip"]

@@ -1,0 +1,373 @@
+"""Compaction and snipping in rare, large steps, so the provider's prompt cache stays warm.
+
+Every edit to a message throws away the provider's prompt cache from that message on.
+The seed rules (keep the newest N results whole, slide the window by one iteration per
+call) edit a message near the end of the prompt on almost every call. This policy edits
+rarely and in batches instead:
+
+- nothing is compacted while the request stays under the high watermark;
+- when it crosses the high watermark, the oldest compactable results are compacted,
+  oldest first, until the request is under the low watermark; a result once compacted
+  stays compacted;
+- when compaction alone cannot bring it under the high watermark, the conversation is
+  cut in one step, in whole groups, down to the low watermark, and that cut point is
+  kept until the high watermark is crossed again.
+
+The decisions are a deterministic function of the history and the settings: the
+history is replayed call point by call point (the model was called before every
+assistant message, and is called now at the end), so the same history always yields
+the same request and a resumed thread rebuilds the same prefix. `BatchedWindow` keeps
+the replay state so that a growing history only replays what is new.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages.utils import MessageLikeRepresentation
+
+from langchain_context_governance._messages import (
+    as_message_list,
+    content_text_length,
+    iter_declared_tool_calls,
+)
+from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
+from langchain_context_governance.passes.microcompact import (
+    DEFAULT_COMPACTABLE_TOOLS,
+    compacted_placeholder,
+    validate_microcompact_settings,
+)
+from langchain_context_governance.passes.snip import group_start, validate_max_tokens
+from langchain_context_governance.tokens import (
+    MessageTokenCounter,
+    TokenCounterSpec,
+    get_token_counter,
+)
+
+# Compact only once the request passes 90% of the budget: a request that fits
+# comfortably is sent unedited, so its whole prefix stays cached.
+DEFAULT_HIGH_WATERMARK = 0.9
+# Then compact (or cut) down to 50%: a wide gap makes batches rare.
+DEFAULT_LOW_WATERMARK = 0.5
+
+
+def validate_watermarks(*, high_watermark: float, low_watermark: float) -> None:
+    if not 0 < high_watermark <= 1:
+        raise ValueError(f"high_watermark must be in (0, 1], got {high_watermark}")
+    if not 0 < low_watermark < high_watermark:
+        raise ValueError(
+            f"low_watermark must be in (0, high_watermark={high_watermark}), got {low_watermark}"
+        )
+
+
+@dataclass
+class _Replay:
+    """What the replay learned about the messages so far (append-only lists)."""
+
+    tokens: list[int] = field(default_factory=list)
+    system_indices: list[int] = field(default_factory=list)
+    compactable: list[int] = field(default_factory=list)
+    compactable_names: dict[int, str] = field(default_factory=dict)
+    compacted_tokens: dict[int, int] = field(default_factory=dict)
+    compacted_copies: dict[int, ToolMessage] = field(default_factory=dict)
+    tool_names: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Window:
+    """The decisions so far: where the request starts and how far compaction got."""
+
+    cut: int = 0
+    compacted_count: int = 0
+    window_tokens: int = 0
+    system_tokens: int = 0
+    raw_tokens: int = 0
+    pinned: int | None = None
+    last_user_before_cut: int | None = None
+
+
+@dataclass
+class WindowPlan:
+    """The request the policy chose for the current call."""
+
+    messages: list[BaseMessage]
+    compacted: int
+    removed: int
+    tokens_before: int
+    tokens_after: int
+
+
+class BatchedWindow:
+    """Replay state of one growing history under the batched policy.
+
+    `plan(messages)` returns the request for a call on `messages`. When `messages`
+    extends the history of the previous call (the same message objects, or equal
+    ones, in front), only the new messages are replayed.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int,
+        counter: MessageTokenCounter,
+        tools_tokens: int = 0,
+        high_watermark: float = DEFAULT_HIGH_WATERMARK,
+        low_watermark: float = DEFAULT_LOW_WATERMARK,
+        keep_recent: int = 10,
+        min_chars: int = 500,
+        compactable_tools: Collection[str] = DEFAULT_COMPACTABLE_TOOLS,
+    ) -> None:
+        validate_max_tokens(max_tokens)
+        validate_watermarks(high_watermark=high_watermark, low_watermark=low_watermark)
+        validate_microcompact_settings(keep_recent=keep_recent, min_chars=min_chars)
+        self._counter = counter
+        self._fixed = counter.request_overhead + tools_tokens
+        self._high = int(max_tokens * high_watermark)
+        self._low = int(max_tokens * low_watermark)
+        self._keep_recent = keep_recent
+        self._min_chars = min_chars
+        self._compactable_tools = compactable_tools
+        # A snapshot, not the caller's list: a caller may append to its list in place.
+        self._history: list[BaseMessage] = []
+        self._replay = _Replay()
+        self._window = _Window()
+
+    def continues(self, messages: Sequence[BaseMessage]) -> bool:
+        """Whether `messages` extends the history this state has replayed."""
+        known = len(self._history)
+        return 0 < known <= len(messages) and list(messages[:known]) == self._history
+
+    def plan(self, messages: Sequence[BaseMessage]) -> WindowPlan:
+        """The request for a model call on `messages` (the full, repaired history)."""
+        known = len(self._history)
+        if not self.continues(messages):
+            known = 0
+            self._replay = _Replay()
+            self._window = _Window()
+        self._history = list(messages)
+        for index in range(known, len(self._history)):
+            self._add(index)
+        final = replace(self._window)
+        self._step(final, end=len(self._history))
+        return self._build(final)
+
+    def _add(self, index: int) -> None:
+        message = self._history[index]
+        if isinstance(message, AIMessage):
+            self._step(self._window, end=index)
+            for call_id, name in iter_declared_tool_calls(message):
+                self._replay.tool_names.setdefault(call_id, name)
+        tokens = self._counter.count_message(message)
+        self._replay.tokens.append(tokens)
+        self._window.raw_tokens += tokens
+        if isinstance(message, SystemMessage):
+            self._replay.system_indices.append(index)
+            self._window.system_tokens += tokens
+            return
+        self._window.window_tokens += tokens
+        if isinstance(message, ToolMessage):
+            self._note_compactable(message, index)
+
+    def _note_compactable(self, message: ToolMessage, index: int) -> None:
+        name = message.name or self._replay.tool_names.get(message.tool_call_id, "")
+        if name not in self._compactable_tools:
+            return
+        if content_text_length(message.content) < self._min_chars:
+            return
+        if message.content == compacted_placeholder(name):
+            return
+        self._replay.compactable.append(index)
+        self._replay.compactable_names[index] = name
+
+    def _total(self, window: _Window) -> int:
+        pinned = 0 if window.pinned is None else self._replay.tokens[window.pinned]
+        return self._fixed + window.system_tokens + pinned + window.window_tokens
+
+    def _step(self, window: _Window, *, end: int) -> None:
+        """The decisions at one model call on the first `end` messages."""
+        if self._total(window) <= self._high:
+            return
+        self._compact_oldest(window, end=end)
+        if self._total(window) > self._high:
+            self._cut_groups(window, end=end)
+
+    def _compaction_limit(self, end: int) -> int:
+        """How many of the compactable results before `end` may be compacted."""
+        available = bisect.bisect_left(self._replay.compactable, end)
+        return max(available - self._keep_recent, 0)
+
+    def _compact_oldest(self, window: _Window, *, end: int) -> None:
+        limit = self._compaction_limit(end)
+        while window.compacted_count < limit and self._total(window) > self._low:
+            index = self._replay.compactable[window.compacted_count]
+            window.compacted_count += 1
+            if index >= window.cut:
+                window.window_tokens -= self._replay.tokens[index] - self._compacted_tokens(index)
+
+    def _compacted_tokens(self, index: int) -> int:
+        known = self._replay.compacted_tokens.get(index)
+        if known is None:
+            known = self._counter.count_message(self._compacted_copy_for(index))
+            self._replay.compacted_tokens[index] = known
+        return known
+
+    def _compacted_copy_for(self, index: int) -> ToolMessage:
+        copy = self._replay.compacted_copies.get(index)
+        if copy is None:
+            original = self._history[index]
+            assert isinstance(original, ToolMessage)
+            name = self._replay.compactable_names[index]
+            copy = original.model_copy(update={"content": compacted_placeholder(name)})
+            self._replay.compacted_copies[index] = copy
+        return copy
+
+    def _cost(self, window: _Window, index: int) -> int:
+        if self._is_compacted(window, index):
+            return self._compacted_tokens(index)
+        return self._replay.tokens[index]
+
+    def _is_compacted(self, window: _Window, index: int) -> bool:
+        if index not in self._replay.compactable_names:
+            return False
+        rank = bisect.bisect_left(self._replay.compactable, index)
+        return rank < window.compacted_count
+
+    def _cut_groups(self, window: _Window, *, end: int) -> None:
+        """Cut whole groups from the front, down to the low watermark, newest group kept."""
+        messages = self._history
+        newest = group_start(messages, end)
+        while window.cut < newest and self._total(window) > self._low:
+            start = window.cut
+            stop = _group_end(messages, start, end)
+            for index in range(start, stop):
+                if isinstance(messages[index], SystemMessage):
+                    continue
+                window.window_tokens -= self._cost(window, index)
+                if isinstance(messages[index], HumanMessage):
+                    window.last_user_before_cut = index
+            window.cut = stop
+            window.pinned = self._pin_for(window, end=end)
+
+    def _pin_for(self, window: _Window, *, end: int) -> int | None:
+        """The user message to pin in front of the cut, unless the kept part opens with one."""
+        messages = self._history
+        for index in range(window.cut, end):
+            if isinstance(messages[index], SystemMessage):
+                continue
+            if isinstance(messages[index], HumanMessage):
+                return None
+            break
+        return window.last_user_before_cut
+
+    def _build(self, window: _Window) -> WindowPlan:
+        messages = self._history
+        end = len(messages)
+        output: list[BaseMessage] = []
+        if window.cut > 0:
+            for index in self._replay.system_indices:
+                if index >= window.cut:
+                    break
+                output.append(messages[index])
+            if window.pinned is not None:
+                output.append(messages[window.pinned])
+        first_compacted = bisect.bisect_left(self._replay.compactable, window.cut)
+        compacted = {
+            index: self._compacted_copy_for(index)
+            for index in self._replay.compactable[first_compacted : window.compacted_count]
+        }
+        output.extend(compacted.get(index, messages[index]) for index in range(window.cut, end))
+        return WindowPlan(
+            messages=output,
+            compacted=len(compacted),
+            removed=end - len(output),
+            tokens_before=self._fixed + window.raw_tokens,
+            tokens_after=self._total(window),
+        )
+
+
+class BatchedWindowPool:
+    """A few replay states, one per conversation a governor serves, safe across threads.
+
+    A call resumes the state whose history its messages extend; otherwise it starts a
+    new one and the least recently used state is dropped.
+    """
+
+    def __init__(self, new_window: Callable[[], BatchedWindow], *, size: int = 8) -> None:
+        self._new_window = new_window
+        self._size = size
+        self._windows: list[BatchedWindow] = []
+        self._lock = threading.Lock()
+
+    def plan(self, messages: Sequence[BaseMessage]) -> WindowPlan:
+        with self._lock:
+            window = next((w for w in self._windows if w.continues(messages)), None)
+            if window is None:
+                window = self._new_window()
+                if len(self._windows) >= self._size:
+                    self._windows.pop(0)
+            else:
+                self._windows.remove(window)
+            self._windows.append(window)
+            return window.plan(messages)
+
+
+def _group_end(messages: list[BaseMessage], start: int, end: int) -> int:
+    """End of the group that begins at `start`: a message and the tool results after it."""
+    stop = start + 1
+    if isinstance(messages[start], (AIMessage, ToolMessage)):
+        while stop < end and isinstance(messages[stop], ToolMessage):
+            stop += 1
+    return stop
+
+
+@runnable_when_called_without_messages
+def compact_in_batches(
+    messages: Sequence[MessageLikeRepresentation],
+    *,
+    max_tokens: int,
+    high_watermark: float = DEFAULT_HIGH_WATERMARK,
+    low_watermark: float = DEFAULT_LOW_WATERMARK,
+    keep_recent: int = 10,
+    min_chars: int = 500,
+    compactable_tools: Collection[str] = DEFAULT_COMPACTABLE_TOOLS,
+    token_counter: TokenCounterSpec = "approximate",
+    tools: Sequence[Any] | None = None,
+) -> list[BaseMessage]:
+    """Compact and cut the history in rare, large steps that keep the prompt cache warm.
+
+    Nothing changes while the request stays under `high_watermark * max_tokens`. Past
+    it, the oldest results of `compactable_tools` (at least `min_chars` long, all but
+    the newest `keep_recent`) become one-line placeholders, oldest first, until the
+    request is under `low_watermark * max_tokens`; where that is not enough, whole
+    groups are cut from the front in one step, with the user request pinned in front.
+    Each decision is replayed from the history itself, so the same history always
+    gives the same request, and a compacted result stays compacted as the history grows.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> history = [HumanMessage("audit the repo")]
+        >>> for n in range(12):
+        ...     call = {"name": "read_file", "args": {}, "id": f"c{n}"}
+        ...     result = ToolMessage("x" * 2000, tool_call_id=f"c{n}")
+        ...     history += [AIMessage("", tool_calls=[call]), result]
+        >>> request = compact_in_batches(history, max_tokens=4_000, keep_recent=2)
+        >>> sum("omitted" in str(m.content) for m in request)
+        8
+    """
+    counter = get_token_counter(token_counter)
+    window = BatchedWindow(
+        max_tokens=max_tokens,
+        counter=counter,
+        tools_tokens=counter.count_tools(tools),
+        high_watermark=high_watermark,
+        low_watermark=low_watermark,
+        keep_recent=keep_recent,
+        min_chars=min_chars,
+        compactable_tools=compactable_tools,
+    )
+    return list(window.plan(as_message_list(messages)).messages)

@@ -1,0 +1,173 @@
+import threading
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import Runnable
+
+from langchain_context_governance import ContextGovernor, get_token_counter
+from langchain_context_governance.passes.batched import (
+    BatchedWindow,
+    BatchedWindowPool,
+    compact_in_batches,
+)
+from tests.builders import ai_calls, call, result, tool_loop
+
+COUNTER = get_token_counter("approximate")
+
+
+def window(max_tokens=6_000, **settings):
+    return BatchedWindow(max_tokens=max_tokens, counter=COUNTER, **settings)
+
+
+def is_placeholder(message):
+    return isinstance(message, ToolMessage) and "omitted from context" in str(message.content)
+
+
+def leading_identical(previous, current):
+    count = 0
+    for old, new in zip(previous, current, strict=False):
+        if old is not new:
+            break
+        count += 1
+    return count
+
+
+def test_nothing_changes_while_under_the_high_watermark(mutation_guard):
+    history = mutation_guard.watch(tool_loop(4, size=800))
+    request = compact_in_batches(history, max_tokens=50_000)
+    assert all(new is old for new, old in zip(request, history, strict=True))
+
+
+def test_crossing_the_high_watermark_compacts_oldest_first_down_to_the_low_watermark():
+    history = tool_loop(20, size=2_000)
+    plan = window(high_watermark=0.9, low_watermark=0.5, keep_recent=2).plan(history)
+    compacted = [index for index, m in enumerate(plan.messages) if is_placeholder(m)]
+    assert compacted, "expected a batch of compactions"
+    tool_positions = [i for i, m in enumerate(plan.messages) if isinstance(m, ToolMessage)]
+    assert compacted == tool_positions[: len(compacted)], "compaction must go oldest first"
+    assert plan.tokens_after <= 0.9 * 6_000
+    assert COUNTER.count_messages(plan.messages) == plan.tokens_after
+
+
+def test_a_batch_goes_down_to_the_low_watermark():
+    history = [*tool_loop(12, size=2_000), HumanMessage("and now? " + "z" * 9_500)]
+    before = window(high_watermark=0.9, low_watermark=0.5, keep_recent=0).plan(history[:-1])
+    plan = window(high_watermark=0.9, low_watermark=0.5, keep_recent=0).plan(history)
+    assert before.tokens_after <= 0.9 * 6_000 < COUNTER.count_messages(
+        [*before.messages, history[-1]]
+    )
+    assert plan.compacted > before.compacted
+    assert plan.tokens_after <= 0.5 * 6_000
+
+
+def test_newest_keep_recent_results_are_never_compacted():
+    plan = window(keep_recent=3).plan(tool_loop(30, size=2_000))
+    tools = [m for m in plan.messages if isinstance(m, ToolMessage)]
+    assert not any(is_placeholder(m) for m in tools[-3:])
+
+
+def test_incremental_replay_equals_a_fresh_replay_at_every_call():
+    history = tool_loop(0)
+    incremental = window(max_tokens=4_000, keep_recent=2)
+    for n in range(60):
+        history = [
+            *history,
+            ai_calls(call(f"c{n}")),
+            result(f"c{n}", "line\n" * (50 + 40 * n % 400)),
+        ]
+        if n % 7 == 3:
+            history.append(HumanMessage(f"follow-up {n}"))
+        resumed = incremental.plan(history)
+        fresh = window(max_tokens=4_000, keep_recent=2).plan(history)
+        assert [m.content for m in resumed.messages] == [m.content for m in fresh.messages]
+        assert resumed.tokens_after == fresh.tokens_after
+
+
+def test_compacted_results_stay_compacted_and_edits_come_in_batches():
+    replay = window(max_tokens=8_000, keep_recent=2, high_watermark=1.0, low_watermark=0.3)
+    history = tool_loop(0)
+    previous: list = []
+    breaks = 0
+    compacted_ids: set[str] = set()
+    for n in range(120):
+        history = [*history, ai_calls(call(f"c{n}")), result(f"c{n}", "x" * 1_600)]
+        request = replay.plan(history).messages
+        now_compacted = {m.tool_call_id for m in request if is_placeholder(m)}
+        still_present = {m.tool_call_id for m in request if isinstance(m, ToolMessage)}
+        assert compacted_ids & still_present <= now_compacted, "a compacted result came back"
+        compacted_ids |= now_compacted
+        if previous and leading_identical(previous, request) < len(previous):
+            breaks += 1
+        previous = request
+        assert COUNTER.count_messages(request) <= 8_000
+    assert 0 < breaks < 20
+
+
+def test_cut_keeps_the_user_request_pinned_and_whole_groups():
+    replay = window(max_tokens=3_000, keep_recent=1)
+    history = tool_loop(200, size=600)
+    request = replay.plan(history).messages
+    assert isinstance(request[0], SystemMessage)
+    assert request[1] is history[1]
+    assert len(request) < len(history)
+    assert not isinstance(request[2], ToolMessage)
+    assert COUNTER.count_messages(request) <= 3_000
+
+
+def test_cache_aware_policy_keeps_more_of_the_prefix_than_keep_recent():
+    def cached_share(compaction):
+        governor = ContextGovernor(
+            context_window_tokens=12_000, max_output_tokens=1_000, compaction=compaction
+        )
+        history = tool_loop(0)
+        previous: list = []
+        sent = cached = 0
+        for n in range(150):
+            size = 300 + (n * 7919) % 3_000
+            history = [*history, ai_calls(call(f"c{n}")), result(f"c{n}", "y" * size)]
+            request = governor.invoke(history)
+            sent += governor.count_tokens(request)
+            cached += governor.count_tokens(request[: leading_identical(previous, request)])
+            previous = request
+        return cached / sent
+
+    assert cached_share("cache_aware") > cached_share("keep_recent") + 0.1
+
+
+def test_pool_keeps_conversations_apart_and_is_thread_safe():
+    pool = BatchedWindowPool(lambda: window(max_tokens=4_000, keep_recent=1), size=2)
+    histories = [tool_loop(40, size=300 + 100 * k) for k in range(3)]
+    expected = [window(max_tokens=4_000, keep_recent=1).plan(h).messages for h in histories]
+    outputs: dict[int, list] = {}
+
+    def run(k):
+        for _ in range(5):
+            outputs[k] = pool.plan(histories[k]).messages
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for k in range(3):
+        assert [m.content for m in outputs[k]] == [m.content for m in expected[k]]
+
+
+@pytest.mark.parametrize(
+    ("settings", "name"),
+    [
+        ({"high_watermark": 0}, "high_watermark"),
+        ({"high_watermark": 0.5, "low_watermark": 0.5}, "low_watermark"),
+        ({"keep_recent": -1}, "keep_recent"),
+    ],
+)
+def test_bad_settings_name_the_setting(settings, name):
+    with pytest.raises(ValueError, match=name):
+        compact_in_batches(tool_loop(2), max_tokens=1_000, **settings)
+
+
+def test_runnable_form_and_input_untouched(mutation_guard):
+    history = mutation_guard.watch(tool_loop(30, size=2_000))
+    runnable = compact_in_batches(max_tokens=5_000, keep_recent=1)
+    assert isinstance(runnable, Runnable)
+    assert any(is_placeholder(m) for m in runnable.invoke(history))
