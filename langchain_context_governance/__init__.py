@@ -1,5 +1,7 @@
 """Keep every chat-model request of a LangChain/LangGraph agent legal and inside its window."""
 
+from typing import TYPE_CHECKING, Any
+
 from langchain_context_governance.governor import (
     ContextGovernor,
     GovernanceReport,
@@ -9,6 +11,7 @@ from langchain_context_governance.passes import (
     BACKFILL_CONTENT,
     DEFAULT_COMPACTABLE_TOOLS,
     SYNTHETIC_USER_CONTENT,
+    apply_provider_rules,
     backfill_missing_tool_results,
     drop_orphan_tool_results,
     enforce_role_alternation,
@@ -37,6 +40,7 @@ __all__ = [
     "TokenCounterFallbackWarning",
     "TokenCounterSpec",
     "Violation",
+    "apply_provider_rules",
     "backfill_missing_tool_results",
     "drop_orphan_tool_results",
     "enforce_role_alternation",
@@ -45,3 +49,18 @@ __all__ = [
     "snip_history",
     "validate_messages",
 ]
+
+if TYPE_CHECKING:
+    from langchain_context_governance.middleware import (
+        ContextGovernanceMiddleware as ContextGovernanceMiddleware,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    # The middleware needs langchain (the `agents` extra); import it only when asked for,
+    # so the package itself imports without langchain.
+    if name == "ContextGovernanceMiddleware":
+        from langchain_context_governance.middleware import ContextGovernanceMiddleware
+
+        return ContextGovernanceMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

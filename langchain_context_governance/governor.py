@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -15,6 +16,7 @@ from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, 
 from pydantic import ConfigDict, PrivateAttr
 
 from langchain_context_governance._messages import as_message_list
+from langchain_context_governance.passes._replay_pool import ReplayPool
 from langchain_context_governance.passes.alternation import (
     SYNTHETIC_USER_CONTENT,
     enforce_role_alternation_with_count,
@@ -24,7 +26,7 @@ from langchain_context_governance.passes.batched import (
     DEFAULT_HIGH_WATERMARK,
     DEFAULT_LOW_WATERMARK,
     BatchedWindow,
-    BatchedWindowPool,
+    WindowPlan,
     validate_watermarks,
 )
 from langchain_context_governance.passes.microcompact import (
@@ -33,7 +35,10 @@ from langchain_context_governance.passes.microcompact import (
     validate_microcompact_settings,
 )
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
+from langchain_context_governance.passes.pairing import PairingCheck
+from langchain_context_governance.passes.provider_rules import apply_provider_rules_with_counts
 from langchain_context_governance.passes.snip import snip_history_with_count
+from langchain_context_governance.providers import PROVIDERS
 from langchain_context_governance.tokens import MessageTokenCounter, get_token_counter
 
 logger = logging.getLogger(__name__)
@@ -59,6 +64,10 @@ class GovernanceReport:
     messages_before: int = 0
     messages_after: int = 0
     fell_back: bool = False
+    # Leading messages and tokens identical to the previous request of the same
+    # conversation (a provider's prompt cache serves them); None where unknown.
+    unchanged_prefix_messages: int | None = None
+    unchanged_prefix_tokens: int | None = None
 
     @property
     def within_budget(self) -> bool:
@@ -102,6 +111,9 @@ def _validate_settings(governor: ContextGovernor) -> None:
         high_watermark=governor.high_watermark, low_watermark=governor.low_watermark
     )
     validate_microcompact_settings(keep_recent=governor.keep_recent, min_chars=governor.min_chars)
+    if governor.provider not in PROVIDERS:
+        known = ", ".join(repr(name) for name in PROVIDERS)
+        raise ValueError(f"provider must be one of {known}, got {governor.provider!r}")
 
 
 def _unwrap_model(model: Runnable[Any, Any]) -> Runnable[Any, Any]:
@@ -109,6 +121,16 @@ def _unwrap_model(model: Runnable[Any, Any]) -> Runnable[Any, Any]:
     while isinstance(model, RunnableBinding):
         model = model.bound
     return model
+
+
+def _bound_tools(model: Runnable[Any, Any]) -> list[Any]:
+    """Tool definitions that `bind_tools` bound to the model; they are sent with each request."""
+    while isinstance(model, RunnableBinding):
+        tools = model.kwargs.get("tools")
+        if tools:
+            return list(tools)
+        model = model.bound
+    return []
 
 
 def ensure_user_message(messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
@@ -156,6 +178,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     compactable_tools: frozenset[str] = DEFAULT_COMPACTABLE_TOOLS
     token_counter: Any = "approximate"
     tools: Sequence[Any] | None = None
+    provider: str = "openai"
     compaction: Literal["cache_aware", "keep_recent"] = "cache_aware"
     high_watermark: float = DEFAULT_HIGH_WATERMARK
     low_watermark: float = DEFAULT_LOW_WATERMARK
@@ -163,7 +186,15 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
 
     _counter: MessageTokenCounter = PrivateAttr()
     _budget: int | None = PrivateAttr(default=None)
-    _windows: BatchedWindowPool | None = PrivateAttr(default=None)
+    _windows: ReplayPool[BatchedWindow] | None = PrivateAttr(default=None)
+    _input_pairing: ReplayPool[PairingCheck] = PrivateAttr(
+        default_factory=lambda: ReplayPool(PairingCheck)
+    )
+    _request_pairing: ReplayPool[PairingCheck] = PrivateAttr(
+        default_factory=lambda: ReplayPool(PairingCheck)
+    )
+    # The plan of the current call on this thread, so the report can reuse its counts.
+    _calls: threading.local = PrivateAttr(default_factory=threading.local)
 
     def model_post_init(self, context: Any, /) -> None:
         _validate_settings(self)
@@ -172,7 +203,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         )
         self._counter = get_token_counter(self.token_counter)
         if self.compaction == "cache_aware" and self._budget is not None:
-            self._windows = BatchedWindowPool(self._new_window)
+            self._windows = ReplayPool(self._new_window)
 
     def _new_window(self) -> BatchedWindow:
         assert self._budget is not None
@@ -187,6 +218,18 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             compactable_tools=self.compactable_tools,
         )
 
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> ContextGovernor:
+        """A copy with `update` applied, set up anew: budget, counter and replay states."""
+        copied = super().model_copy(update=update, deep=deep)
+        copied.model_post_init(None)
+        return copied
+
+    def with_tools(self, tools: Sequence[Any] | None) -> ContextGovernor:
+        """The same governor, counting `tools` (the tool definitions sent) against the budget."""
+        return self.model_copy(update={"tools": list(tools) if tools else None})
+
     @classmethod
     def from_model(cls, chat_model: Runnable[Any, Any], **overrides: Any) -> ContextGovernor:
         """A governor sized for `chat_model`: its context window and output reservation.
@@ -199,6 +242,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         model = _unwrap_model(chat_model)
         profile = getattr(model, "profile", None) or {}
         settings: dict[str, Any] = {}
+        bound_tools = _bound_tools(chat_model)
+        if bound_tools:
+            settings["tools"] = bound_tools
         if profile.get("max_input_tokens"):
             settings["context_window_tokens"] = int(profile["max_input_tokens"])
         max_tokens = getattr(model, "max_tokens", None)
@@ -228,7 +274,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     def govern(self, messages: GovernorInput) -> GovernanceResult:
         """Govern `messages`; return the governed copy and a report of what changed."""
         original = _to_message_list(messages)
-        tokens_before = self.count_tokens(original)
+        self._calls.plan = None
         fell_back = False
         try:
             governed, changes = self._run_passes(original)
@@ -240,16 +286,54 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         if added:
             changes["enforce_role_alternation"] = changes.get("enforce_role_alternation", 0) + 1
         report = GovernanceReport(
-            tokens_before=tokens_before,
-            tokens_after=self.count_tokens(governed),
             budget=self._budget,
             changes=changes,
             messages_before=len(original),
             messages_after=len(governed),
             fell_back=fell_back,
+            **self._measure(original, governed),
         )
         logger.debug("context governance report: %s", report)
         return GovernanceResult(messages=list(governed), report=report)
+
+    def _measure(self, original: list[BaseMessage], governed: list[BaseMessage]) -> dict[str, Any]:
+        """Token figures for the report, taken from this call's plan where it measured them."""
+        plan: WindowPlan | None = self._calls.plan
+        figures: dict[str, Any] = {}
+        if plan is not None and plan.source is original:
+            figures["tokens_before"] = plan.tokens_before
+        else:
+            figures["tokens_before"] = self.count_tokens(original)
+        if plan is not None and plan.messages is governed:
+            figures["tokens_after"] = plan.tokens_after
+            figures["unchanged_prefix_messages"] = plan.unchanged_prefix_messages
+            figures["unchanged_prefix_tokens"] = plan.unchanged_prefix_tokens
+        else:
+            figures["tokens_after"] = self.count_tokens(governed)
+        return figures
+
+    def _repair_pairing(
+        self, messages: list[BaseMessage], pool: ReplayPool[PairingCheck]
+    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
+        """Orphans, then backfill; skipped when the pairing check finds nothing to repair."""
+        if not pool.run(messages, lambda check: check.needs_repair(messages)):
+            return messages, {"drop_orphan_tool_results": 0, "backfill_missing_tool_results": 0}
+        kept, dropped = drop_orphan_tool_results_with_count(messages)
+        filled, backfilled = backfill_missing_tool_results_with_count(kept)
+        return filled, {
+            "drop_orphan_tool_results": dropped,
+            "backfill_missing_tool_results": backfilled,
+        }
+
+    def _repair_input_pairing(
+        self, messages: list[BaseMessage]
+    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
+        return self._repair_pairing(messages, self._input_pairing)
+
+    def _repair_request_pairing(
+        self, messages: list[BaseMessage]
+    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
+        return self._repair_pairing(messages, self._request_pairing)
 
     def _repair_passes(self) -> list[tuple[str, PassFunction]]:
         return [
@@ -258,17 +342,25 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         ]
 
     def _pipeline(self) -> list[tuple[str, PassFunction]]:
-        steps = self._repair_passes()
+        steps: list[tuple[str, PassFunction]] = [("pairing", self._repair_input_pairing)]
+        # Before compaction and snipping, so that the budget counts what the profile adds.
+        steps.append(("apply_provider_rules", self._apply_provider_rules))
         if self._windows is not None:
             steps.append(("microcompact", self._compact_in_batches))
-            steps.extend(self._repair_passes())
+            steps.append(("pairing", self._repair_request_pairing))
         else:
             steps.append(("microcompact", self._microcompact))
             if self._budget is not None:
                 steps.append(("snip_history", self._snip))
                 steps.extend(self._repair_passes())
         steps.append(("enforce_role_alternation", enforce_role_alternation_with_count))
+        steps.append(("apply_provider_rules", self._apply_provider_rules))
         return steps
+
+    def _apply_provider_rules(
+        self, messages: list[BaseMessage]
+    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
+        return apply_provider_rules_with_counts(messages, provider=self.provider)
 
     def _microcompact(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
         return microcompact_with_count(
@@ -291,11 +383,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
         assert self._windows is not None
-        plan = self._windows.plan(messages)
-        counts = {"microcompact": plan.compacted, "snip_history": plan.removed}
-        if plan.compacted == 0 and plan.removed == 0:
-            return messages, counts
-        return plan.messages, counts
+        plan = self._windows.run(messages, lambda window: window.plan(messages))
+        self._calls.plan = plan
+        return plan.messages, {"microcompact": plan.compacted, "snip_history": plan.removed}
 
     def _run_passes(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], dict[str, int]]:
         return _run_steps(messages, self._pipeline())
@@ -305,11 +395,12 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     ) -> tuple[list[BaseMessage], dict[str, int]]:
         steps = self._repair_passes()
         steps.append(("enforce_role_alternation", enforce_role_alternation_with_count))
+        steps.append(("apply_provider_rules", self._apply_provider_rules))
         return _run_steps(messages, steps)
 
     def as_pre_model_hook(
         self, mode: Literal["llm_input", "replace"] = "llm_input"
-    ) -> Runnable[dict[str, Any], dict[str, Any]]:
+    ) -> Runnable[Any, dict[str, Any]]:
         """A LangGraph pre-model node that governs `state["messages"]` before each model call.
 
         `mode="llm_input"` returns `{"llm_input_messages": governed}`: the model sees the

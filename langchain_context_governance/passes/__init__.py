@@ -13,12 +13,14 @@ from langchain_context_governance.passes.microcompact import (
     microcompact,
 )
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results
+from langchain_context_governance.passes.provider_rules import apply_provider_rules
 from langchain_context_governance.passes.snip import snip_history
 
 __all__ = [
     "BACKFILL_CONTENT",
     "DEFAULT_COMPACTABLE_TOOLS",
     "SYNTHETIC_USER_CONTENT",
+    "apply_provider_rules",
     "backfill_missing_tool_results",
     "drop_orphan_tool_results",
     "enforce_role_alternation",

@@ -44,6 +44,10 @@ def _has_signed_thinking(message: BaseMessage) -> bool:
     )
 
 
+def _has_reasoning_content(message: BaseMessage) -> bool:
+    return bool(message.additional_kwargs.get("reasoning_content"))
+
+
 def _merge_user(first: HumanMessage, second: HumanMessage) -> HumanMessage:
     return first.model_copy(update={"content": merge_contents(first.content, second.content)})
 
@@ -62,7 +66,11 @@ def _can_merge(previous: BaseMessage, message: BaseMessage) -> bool:
     if isinstance(previous, HumanMessage) and isinstance(message, HumanMessage):
         return True
     if isinstance(previous, AIMessage) and isinstance(message, AIMessage):
-        return not (_has_signed_thinking(previous) and _has_signed_thinking(message))
+        if _has_signed_thinking(previous) and _has_signed_thinking(message):
+            return False
+        # The merged message keeps the first one's additional_kwargs, so the second
+        # one's reasoning_content would be lost or given to the other response.
+        return not _has_reasoning_content(message)
     return False
 
 
@@ -153,7 +161,8 @@ def enforce_role_alternation(
       line, list contents are concatenated block by block, and an assistant message
       with tool calls absorbs the text of a plain neighbour. System and tool messages
       are never merged. Two assistant responses that both carry signed thinking blocks
-      are left apart, since those blocks must reach the provider as produced.
+      are left apart, since those blocks must reach the provider as produced, and so is
+      an assistant message that carries `reasoning_content` from the one before it.
     - Assistant messages at the end are dropped (no prefill). Where that would leave
       only system messages, the last dropped one becomes a user message.
     - Where the first non-system message is an assistant message, a user message with

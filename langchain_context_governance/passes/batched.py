@@ -23,8 +23,7 @@ the replay state so that a growing history only replays what is new.
 from __future__ import annotations
 
 import bisect
-import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -96,10 +95,16 @@ class WindowPlan:
     """The request the policy chose for the current call."""
 
     messages: list[BaseMessage]
+    source: Sequence[BaseMessage]
     compacted: int
     removed: int
     tokens_before: int
     tokens_after: int
+    # Leading messages (and their tokens, with the tool definitions) identical to the
+    # previous request of this conversation: what a provider's prefix cache can serve.
+    # None on the first call the governor sees of a conversation.
+    unchanged_prefix_messages: int | None = None
+    unchanged_prefix_tokens: int | None = None
 
 
 class BatchedWindow:
@@ -134,6 +139,7 @@ class BatchedWindow:
         self._compactable_tools = compactable_tools
         # A snapshot, not the caller's list: a caller may append to its list in place.
         self._history: list[BaseMessage] = []
+        self._last_request: list[BaseMessage] | None = None
         self._replay = _Replay()
         self._window = _Window()
 
@@ -147,6 +153,7 @@ class BatchedWindow:
         known = len(self._history)
         if not self.continues(messages):
             known = 0
+            self._last_request = None
             self._replay = _Replay()
             self._window = _Window()
         self._history = list(messages)
@@ -154,7 +161,7 @@ class BatchedWindow:
             self._add(index)
         final = replace(self._window)
         self._step(final, end=len(self._history))
-        return self._build(final)
+        return self._build(final, source=messages)
 
     def _add(self, index: int) -> None:
         message = self._history[index]
@@ -264,56 +271,47 @@ class BatchedWindow:
             break
         return window.last_user_before_cut
 
-    def _build(self, window: _Window) -> WindowPlan:
+    def _build(self, window: _Window, *, source: Sequence[BaseMessage]) -> WindowPlan:
         messages = self._history
         end = len(messages)
-        output: list[BaseMessage] = []
+        origins: list[int] = []
         if window.cut > 0:
-            for index in self._replay.system_indices:
-                if index >= window.cut:
-                    break
-                output.append(messages[index])
+            origins.extend(index for index in self._replay.system_indices if index < window.cut)
             if window.pinned is not None:
-                output.append(messages[window.pinned])
+                origins.append(window.pinned)
+        origins.extend(range(window.cut, end))
         first_compacted = bisect.bisect_left(self._replay.compactable, window.cut)
         compacted = {
             index: self._compacted_copy_for(index)
             for index in self._replay.compactable[first_compacted : window.compacted_count]
         }
-        output.extend(compacted.get(index, messages[index]) for index in range(window.cut, end))
-        return WindowPlan(
+        output = [compacted.get(index, messages[index]) for index in origins]
+        tokens_after = self._total(window)
+        plan = WindowPlan(
             messages=output,
+            source=source,
             compacted=len(compacted),
             removed=end - len(output),
             tokens_before=self._fixed + window.raw_tokens,
-            tokens_after=self._total(window),
+            tokens_after=tokens_after,
         )
+        if self._last_request is not None:
+            unchanged = _leading_equal(self._last_request, output)
+            changed_tokens = sum(self._cost(window, index) for index in origins[unchanged:])
+            plan.unchanged_prefix_messages = unchanged
+            plan.unchanged_prefix_tokens = tokens_after - changed_tokens
+        self._last_request = output
+        return plan
 
 
-class BatchedWindowPool:
-    """A few replay states, one per conversation a governor serves, safe across threads.
-
-    A call resumes the state whose history its messages extend; otherwise it starts a
-    new one and the least recently used state is dropped.
-    """
-
-    def __init__(self, new_window: Callable[[], BatchedWindow], *, size: int = 8) -> None:
-        self._new_window = new_window
-        self._size = size
-        self._windows: list[BatchedWindow] = []
-        self._lock = threading.Lock()
-
-    def plan(self, messages: Sequence[BaseMessage]) -> WindowPlan:
-        with self._lock:
-            window = next((w for w in self._windows if w.continues(messages)), None)
-            if window is None:
-                window = self._new_window()
-                if len(self._windows) >= self._size:
-                    self._windows.pop(0)
-            else:
-                self._windows.remove(window)
-            self._windows.append(window)
-            return window.plan(messages)
+def _leading_equal(previous: list[BaseMessage], current: list[BaseMessage]) -> int:
+    """How many leading messages of `current` are those of `previous`."""
+    count = 0
+    for old, new in zip(previous, current, strict=False):
+        if old is not new and old != new:
+            break
+        count += 1
+    return count
 
 
 def _group_end(messages: list[BaseMessage], start: int, end: int) -> int:

@@ -23,7 +23,10 @@ def drop_orphan_tool_results_with_count(
     keep: list[bool] | None = None
     for index, message in enumerate(messages):
         if isinstance(message, AIMessage):
-            declared.update(call_id for call_id, _ in iter_declared_tool_calls(message))
+            for call_id, _ in iter_declared_tool_calls(message):
+                # A call id declared again (local models reuse "call_0") may be answered again.
+                declared.add(call_id)
+                answered.discard(call_id)
         elif isinstance(message, ToolMessage):
             call_id = message.tool_call_id
             if call_id in declared and call_id not in answered:

@@ -245,3 +245,33 @@ def test_snip_runs_before_the_second_repair(monkeypatch):
     monkeypatch.setattr(governor_module, "snip_history_with_count", tracking_snip)
     ContextGovernor(context_window_tokens=9_000, compaction="keep_recent").invoke(tool_loop(10))
     assert order == ["snip"]
+
+
+def test_with_tools_counts_the_tools_against_the_budget():
+    tool = {
+        "type": "function",
+        "function": {"name": "read_file", "description": "d" * 2_000, "parameters": {}},
+    }
+    governor = ContextGovernor(context_window_tokens=9_000)
+    history = tool_loop(30, size=600)
+    with_tools = governor.with_tools([tool])
+    assert with_tools.tools == [tool]
+    assert with_tools.count_tokens(history) > governor.count_tokens(history)
+    assert with_tools.govern(history).report.tokens_after <= with_tools.budget
+    copied = governor.model_copy(update={"tools": [tool]})
+    assert copied.count_tokens([]) == with_tools.count_tokens([])
+
+
+def test_from_model_picks_up_tools_bound_with_bind_tools():
+    from langchain_context_governance.testing import ScriptedChatModel
+
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return path
+
+    model = ScriptedChatModel([], max_input_tokens=20_000).bind_tools([read_file])
+    governor = ContextGovernor.from_model(model)
+    assert governor.tools
+    assert governor.count_tokens([]) > ContextGovernor(
+        token_counter=governor.token_counter
+    ).count_tokens([])

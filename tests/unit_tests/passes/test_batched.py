@@ -5,11 +5,8 @@ from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
 from langchain_context_governance import ContextGovernor, get_token_counter
-from langchain_context_governance.passes.batched import (
-    BatchedWindow,
-    BatchedWindowPool,
-    compact_in_batches,
-)
+from langchain_context_governance.passes._replay_pool import ReplayPool
+from langchain_context_governance.passes.batched import BatchedWindow, compact_in_batches
 from tests.builders import ai_calls, call, result, tool_loop
 
 COUNTER = get_token_counter("approximate")
@@ -53,8 +50,8 @@ def test_a_batch_goes_down_to_the_low_watermark():
     history = [*tool_loop(12, size=2_000), HumanMessage("and now? " + "z" * 9_500)]
     before = window(high_watermark=0.9, low_watermark=0.5, keep_recent=0).plan(history[:-1])
     plan = window(high_watermark=0.9, low_watermark=0.5, keep_recent=0).plan(history)
-    assert before.tokens_after <= 0.9 * 6_000 < COUNTER.count_messages(
-        [*before.messages, history[-1]]
+    assert (
+        before.tokens_after <= 0.9 * 6_000 < COUNTER.count_messages([*before.messages, history[-1]])
     )
     assert plan.compacted > before.compacted
     assert plan.tokens_after <= 0.5 * 6_000
@@ -135,14 +132,14 @@ def test_cache_aware_policy_keeps_more_of_the_prefix_than_keep_recent():
 
 
 def test_pool_keeps_conversations_apart_and_is_thread_safe():
-    pool = BatchedWindowPool(lambda: window(max_tokens=4_000, keep_recent=1), size=2)
+    pool = ReplayPool(lambda: window(max_tokens=4_000, keep_recent=1), size=2)
     histories = [tool_loop(40, size=300 + 100 * k) for k in range(3)]
     expected = [window(max_tokens=4_000, keep_recent=1).plan(h).messages for h in histories]
     outputs: dict[int, list] = {}
 
     def run(k):
         for _ in range(5):
-            outputs[k] = pool.plan(histories[k]).messages
+            outputs[k] = pool.run(histories[k], lambda state: state.plan(histories[k])).messages
 
     threads = [threading.Thread(target=run, args=(k,)) for k in range(3)]
     for thread in threads:
@@ -171,3 +168,29 @@ def test_runnable_form_and_input_untouched(mutation_guard):
     runnable = compact_in_batches(max_tokens=5_000, keep_recent=1)
     assert isinstance(runnable, Runnable)
     assert any(is_placeholder(m) for m in runnable.invoke(history))
+
+
+def test_plan_reports_the_prefix_unchanged_since_the_previous_call():
+    replay = window(max_tokens=50_000)
+    history = tool_loop(3, size=300)
+    first = replay.plan(history)
+    assert first.unchanged_prefix_messages is None
+    history = [*history, ai_calls(call("next")), result("next", "more")]
+    second = replay.plan(history)
+    assert second.unchanged_prefix_messages == len(first.messages)
+    assert second.unchanged_prefix_tokens == first.tokens_after
+
+
+def test_governor_report_shows_cache_breaks_in_an_agent_loop():
+    governor = ContextGovernor(context_window_tokens=6_000, max_output_tokens=500, keep_recent=1)
+    history = tool_loop(0)
+    reports = []
+    for n in range(40):
+        history = [*history, ai_calls(call(f"c{n}")), result(f"c{n}", "z" * 1_500)]
+        reports.append(governor.govern(history).report)
+    assert reports[0].unchanged_prefix_messages is None
+    prefixes = [r.unchanged_prefix_messages for r in reports[1:]]
+    full_hits = [p == r.messages_after - 2 for p, r in zip(prefixes, reports[1:], strict=True)]
+    assert sum(full_hits) > len(full_hits) / 2, "most calls only append to the previous request"
+    assert not all(full_hits), "a batch must show up as a shorter unchanged prefix"
+    assert all(r.unchanged_prefix_tokens <= r.tokens_after for r in reports[1:])

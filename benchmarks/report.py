@@ -1,0 +1,273 @@
+"""Markdown tables and pass/fail target lines from timings and loop results."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from benchmarks.loop import LoopResult
+from benchmarks.policies import (
+    GOVERNOR_APPROXIMATE,
+    GOVERNOR_TIKTOKEN,
+    TRIM_APPROXIMATE,
+    TRIM_TIKTOKEN,
+    clear_tool_uses_name,
+)
+from benchmarks.timing import Phase, Timing
+
+__all__ = [
+    "Target",
+    "growth_table",
+    "loop_table",
+    "loop_targets",
+    "markdown_table",
+    "ratio_table",
+    "render_targets",
+    "timing_table",
+    "timing_targets",
+]
+
+PHASES: tuple[Phase, ...] = ("cold", "steady")
+STEADY_RATIO_TARGETS = (
+    (GOVERNOR_APPROXIMATE, TRIM_APPROXIMATE, 0.1),
+    (GOVERNOR_TIKTOKEN, TRIM_TIKTOKEN, 0.01),
+)
+# Slack for timing noise on shared cores; a quadratic cost shows an exponent near 2.
+LINEAR_GROWTH_TOLERANCE = 1.15
+LOOP_HIT_RATIO_TARGET = 0.95
+LOOP_COST_RATIO_TARGET = 0.6
+
+
+@dataclass(frozen=True)
+class Target:
+    """One target line; `passed` is None when what it needs was not measured."""
+
+    description: str
+    passed: bool | None
+    detail: str
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _size_label(size: int) -> str:
+    return f"{size // 1000}k" if size >= 1000 and size % 1000 == 0 else str(size)
+
+
+def _milliseconds(seconds: float) -> str:
+    milliseconds = seconds * 1000
+    return f"{milliseconds:.3g}" if milliseconds < 100 else f"{milliseconds:,.0f}"
+
+
+def _index(timings: Sequence[Timing]) -> dict[tuple[str, int, Phase], Timing]:
+    return {(t.policy, t.size, t.phase): t for t in timings}
+
+
+def _sizes(timings: Sequence[Timing]) -> list[int]:
+    return sorted({t.size for t in timings})
+
+
+def _policies(timings: Sequence[Timing]) -> list[str]:
+    return list(dict.fromkeys(t.policy for t in timings))
+
+
+def timing_table(timings: Sequence[Timing]) -> str:
+    """Median milliseconds per call, with the number of timed calls, per size and phase."""
+    index = _index(timings)
+    columns = [(size, phase) for size in _sizes(timings) for phase in PHASES]
+    header = ["builder", *(f"{_size_label(s)} {p} ms (n)" for s, p in columns)]
+    rows = [
+        [name, *(_timing_cell(index.get((name, size, phase))) for size, phase in columns)]
+        for name in _policies(timings)
+    ]
+    return markdown_table(header, rows)
+
+
+def _timing_cell(timing: Timing | None) -> str:
+    if timing is None or not timing.seconds:
+        return "-"
+    return f"{_milliseconds(timing.median)} ({len(timing.seconds)})"
+
+
+def _ratio(
+    timings: dict[tuple[str, int, Phase], Timing], key: tuple[str, int, Phase], peer: str
+) -> float | None:
+    ours = timings.get(key)
+    theirs = timings.get((peer, key[1], key[2]))
+    if ours is None or theirs is None or not ours.seconds or not theirs.seconds:
+        return None
+    return ours.median / theirs.median
+
+
+def ratio_table(timings: Sequence[Timing]) -> str:
+    """Governor median / peer median for every governor-peer pair, size and phase."""
+    index = _index(timings)
+    names = _policies(timings)
+    governors = [name for name in names if name.startswith("ContextGovernor")]
+    peers = [name for name in names if name not in governors]
+    columns = [(size, phase) for size in _sizes(timings) for phase in PHASES]
+    header = ["governor / peer", *(f"{_size_label(s)} {p}" for s, p in columns)]
+    rows = []
+    for governor in governors:
+        for peer in peers:
+            cells = [_ratio(index, (governor, size, phase), peer) for size, phase in columns]
+            rows.append([f"{governor} / {peer}", *(_format_ratio(c) for c in cells)])
+    return markdown_table(header, rows)
+
+
+def _format_ratio(ratio: float | None) -> str:
+    if ratio is None:
+        return "-"
+    return f"{ratio:.2g}" if ratio < 10 else f"{ratio:,.0f}"
+
+
+def growth_exponent(small: Timing, large: Timing) -> float:
+    """Slope of log(time) against log(messages): 1 is linear, 2 quadratic."""
+    return math.log(large.median / small.median) / math.log(large.median_size / small.median_size)
+
+
+def growth_table(timings: Sequence[Timing]) -> str:
+    """Steady-state growth exponents between consecutive sizes."""
+    index = _index(timings)
+    sizes = _sizes(timings)
+    pairs = list(itertools.pairwise(sizes))
+    header = ["builder", *(f"{_size_label(a)}→{_size_label(b)}" for a, b in pairs)]
+    rows = []
+    for name in _policies(timings):
+        cells = []
+        for small, large in pairs:
+            low, high = index.get((name, small, "steady")), index.get((name, large, "steady"))
+            cells.append(f"{growth_exponent(low, high):.2f}" if low and high else "-")
+        rows.append([name, *cells])
+    return markdown_table(header, rows)
+
+
+def timing_targets(timings: Sequence[Timing]) -> list[Target]:
+    """The governor's speed targets, judged at the largest size measured."""
+    index = _index(timings)
+    sizes = _sizes(timings)
+    if not sizes:
+        return []
+    largest = sizes[-1]
+    targets = [
+        _steady_ratio_target(index, governor, peer, limit, largest)
+        for governor, peer, limit in STEADY_RATIO_TARGETS
+    ]
+    targets += [
+        _growth_target(index, governor, sizes)
+        for governor in (GOVERNOR_APPROXIMATE, GOVERNOR_TIKTOKEN)
+    ]
+    targets.append(_cold_tiktoken_target(index, sizes))
+    return targets
+
+
+def _steady_ratio_target(
+    index: dict[tuple[str, int, Phase], Timing], governor: str, peer: str, limit: float, size: int
+) -> Target:
+    description = f"steady call at {_size_label(size)} messages: {governor} <= {limit:g} x {peer}"
+    ratio = _ratio(index, (governor, size, "steady"), peer)
+    if ratio is None:
+        return Target(description, None, "not measured")
+    return Target(description, ratio <= limit, f"ratio {ratio:.3g}")
+
+
+def _growth_target(
+    index: dict[tuple[str, int, Phase], Timing], governor: str, sizes: list[int]
+) -> Target:
+    description = (
+        f"{governor} steady cost grows linearly or better "
+        f"(exponent <= {LINEAR_GROWTH_TOLERANCE} between the two largest sizes)"
+    )
+    if len(sizes) < 2:
+        return Target(description, None, "needs two sizes")
+    low, high = (
+        index.get((governor, sizes[-2], "steady")),
+        index.get((governor, sizes[-1], "steady")),
+    )
+    if low is None or high is None:
+        return Target(description, None, "not measured")
+    exponent = growth_exponent(low, high)
+    return Target(description, exponent <= LINEAR_GROWTH_TOLERANCE, f"exponent {exponent:.2f}")
+
+
+def _cold_tiktoken_target(index: dict[tuple[str, int, Phase], Timing], sizes: list[int]) -> Target:
+    description = f"cold {GOVERNOR_TIKTOKEN} no slower than cold {TRIM_TIKTOKEN}, at every size"
+    ratios = {
+        size: _ratio(index, (GOVERNOR_TIKTOKEN, size, "cold"), TRIM_TIKTOKEN) for size in sizes
+    }
+    measured = {size: ratio for size, ratio in ratios.items() if ratio is not None}
+    if not measured:
+        return Target(description, None, "not measured")
+    detail = ", ".join(f"{_size_label(s)}: {r:.2g}" for s, r in measured.items())
+    return Target(description, all(r <= 1.0 for r in measured.values()), f"ratios {detail}")
+
+
+def loop_table(results: Sequence[LoopResult]) -> str:
+    header = [
+        "policy",
+        "tokens sent",
+        "cached tokens",
+        "hit ratio",
+        "priced cost",
+        "max request",
+        "over budget",
+        "prefix breaks",
+        "illegal",
+        "time s",
+    ]
+    rows = [
+        [
+            r.policy,
+            f"{r.total_sent:,}",
+            f"{r.total_cached:,}",
+            f"{r.hit_ratio:.1%}",
+            f"{r.priced_cost:,.0f}",
+            f"{r.max_request:,}",
+            f"{r.over_budget}/{len(r.sent_tokens)}",
+            f"{r.breaks}",
+            f"{r.illegal}/{len(r.problems)}",
+            f"{r.seconds:.2f}",
+        ]
+        for r in results
+    ]
+    return markdown_table(header, rows)
+
+
+def loop_targets(results: Sequence[LoopResult]) -> list[Target]:
+    """The governor's loop targets, judged for every governor policy in the results."""
+    by_name = {r.policy: r for r in results}
+    baseline = by_name.get(clear_tool_uses_name())
+    governors = [r for r in results if r.policy.startswith("ContextGovernor")]
+    if not governors:
+        return [Target("ContextGovernor loop targets", None, "governor not available")]
+    targets = []
+    for governor in governors:
+        targets.append(
+            Target(
+                f"{governor.policy}: >= {LOOP_HIT_RATIO_TARGET:.0%} prefix-cache hits, "
+                "every request within budget",
+                governor.hit_ratio >= LOOP_HIT_RATIO_TARGET and governor.all_within_budget,
+                f"hit ratio {governor.hit_ratio:.1%}, {governor.over_budget} over budget",
+            )
+        )
+        if baseline is not None:
+            ratio = governor.priced_cost / baseline.priced_cost
+            targets.append(
+                Target(
+                    f"{governor.policy}: priced cost "
+                    f"<= {LOOP_COST_RATIO_TARGET} x {baseline.policy}",
+                    ratio <= LOOP_COST_RATIO_TARGET,
+                    f"ratio {ratio:.3f}",
+                )
+            )
+    return targets
+
+
+def render_targets(targets: Sequence[Target]) -> str:
+    labels = {True: "PASS", False: "FAIL", None: "N/A "}
+    return "\n".join(f"{labels[t.passed]}  {t.description} ({t.detail})" for t in targets)

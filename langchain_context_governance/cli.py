@@ -1,0 +1,352 @@
+"""The `context-governance` command: govern a transcript, check it, or watch the offline demo.
+
+The commands only read options, call the package and print; the work happens in
+`ContextGovernor`, `validate_messages`, the transcript readers and `demo`. Bad input ends
+in one line on stderr naming the file and the message index, and exit code 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from langchain_context_governance.demo import DEFAULT_WINDOW_TOKENS, run_demo_in_terminal
+from langchain_context_governance.governor import ContextGovernor, GovernanceReport
+from langchain_context_governance.providers import PROVIDERS, Violation, validate_messages
+from langchain_context_governance.tokens import COUNTER_NAMES
+from langchain_context_governance.transcripts import (
+    Transcript,
+    TranscriptError,
+    dump_transcript,
+    load_transcript,
+)
+
+__all__ = ["app", "main"]
+
+EXIT_BROKEN_RULES = 1
+EXIT_BAD_INPUT = 2
+
+app = typer.Typer(
+    name="context-governance",
+    help="Keep a tool-calling agent's requests legal for the provider and inside the window.",
+    no_args_is_help=True,
+    add_completion=False,
+    # Bad input is reported in one line; a traceback would bury it.
+    pretty_exceptions_enable=False,
+)
+
+FileArgument = Annotated[
+    Path,
+    typer.Argument(
+        help="A transcript: OpenAI messages as a JSON array or JSONL, an OpenAI request body "
+        "with a 'messages' key, or LangChain's messages_to_dict form.",
+        show_default=False,
+    ),
+]
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def check_choice(value: str) -> str:
+        if value not in choices:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(choices)}")
+        return value
+
+    return check_choice
+
+
+ProviderOption = Annotated[
+    str,
+    typer.Option(
+        "--provider",
+        callback=_one_of(PROVIDERS),
+        help=f"Whose rules the request must satisfy: {', '.join(PROVIDERS)}.",
+    ),
+]
+
+
+class BadInput(Exception):
+    """Input the command cannot use; the message is the one line the user sees."""
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    """A model's context window and output reservation from LangChain's model profiles."""
+
+    context_window_tokens: int
+    max_output_tokens: int | None
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, soft_wrap=True)
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(message, err=True)
+    return typer.Exit(code=EXIT_BAD_INPUT)
+
+
+def _read_transcript(path: Path) -> Transcript:
+    try:
+        return load_transcript(path)
+    except TranscriptError as error:
+        raise BadInput(str(error)) from error
+
+
+def model_limits(model_name: str) -> ModelLimits:
+    """The window and output reservation LangChain's model profile gives `model_name`.
+
+    The chat model is built with a placeholder key only to read its `profile`; nothing
+    is sent. Needs `langchain` and the provider's integration package.
+
+    Example:
+        >>> model_limits("gpt-4o-mini")  # doctest: +SKIP
+        ModelLimits(context_window_tokens=128000, max_output_tokens=16384)
+    """
+    try:
+        from langchain.chat_models import init_chat_model
+    except ImportError as error:
+        raise BadInput(
+            f"--model {model_name}: reading model profiles needs langchain "
+            "(pip install 'langchain-context-governance[agents]'); or pass --window"
+        ) from error
+    try:
+        model = init_chat_model(model_name, api_key="unused-profile-lookup")
+    except (ImportError, ValueError, TypeError) as error:
+        reason = str(error).splitlines()[0].rstrip(".")
+        raise BadInput(
+            f"--model {model_name}: {reason}. Name a model LangChain knows (for example "
+            "openai:gpt-4o-mini), or pass --window N instead"
+        ) from error
+    profile: dict[str, Any] = dict(getattr(model, "profile", None) or {})
+    window = profile.get("max_input_tokens")
+    if not window:
+        raise BadInput(
+            f"--model {model_name}: LangChain's model profiles give no context window for "
+            "this model; pass --window"
+        )
+    output = profile.get("max_output_tokens")
+    return ModelLimits(int(window), int(output) if output else None)
+
+
+def build_governor(
+    *,
+    window: int | None,
+    max_output: int | None,
+    model_name: str | None,
+    counter: str,
+    keep_recent: int,
+    provider: str,
+) -> ContextGovernor:
+    """A governor from the command's options; explicit options win over the model profile."""
+    settings: dict[str, Any] = {
+        "token_counter": counter,
+        "keep_recent": keep_recent,
+        "provider": provider,
+    }
+    if model_name is not None:
+        limits = model_limits(model_name)
+        settings["context_window_tokens"] = limits.context_window_tokens
+        if limits.max_output_tokens is not None:
+            settings["max_output_tokens"] = limits.max_output_tokens
+    if window is not None:
+        settings["context_window_tokens"] = window
+    if max_output is not None:
+        settings["max_output_tokens"] = max_output
+    try:
+        return ContextGovernor(**settings)
+    except ValueError as error:
+        raise BadInput(f"--window/--max-output: {_first_error_line(error)}") from error
+
+
+def _first_error_line(error: ValueError) -> str:
+    # Pydantic wraps our own message in a multi-line validation error; keep its core.
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        details = errors()
+        if details:
+            return str(details[0].get("msg", error)).removeprefix("Value error, ")
+    return str(error).splitlines()[0]
+
+
+def report_as_dict(report: GovernanceReport) -> dict[str, Any]:
+    """The report as plain JSON data, `within_budget` included."""
+    data = dataclasses.asdict(report)
+    data["within_budget"] = report.within_budget
+    return data
+
+
+def report_table(report: GovernanceReport, *, title: str) -> Table:
+    """The report as a table: messages each pass changed, then tokens against the budget."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("pass")
+    table.add_column("messages changed", justify="right")
+    for name, changed in report.changes.items():
+        table.add_row(name, str(changed))
+    table.add_section()
+    table.add_row("messages", f"{report.messages_before:,} -> {report.messages_after:,}")
+    table.add_row("tokens", f"{report.tokens_before:,} -> {report.tokens_after:,}")
+    budget = "none (no window)" if report.budget is None else f"{report.budget:,}"
+    verdict = "within budget" if report.within_budget else "OVER BUDGET"
+    table.add_row("budget", f"{budget}, {verdict}")
+    if report.fell_back:
+        table.add_row("fallback", "yes: only the minimal repair ran (see the log)")
+    return table
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` in one step: a reader never sees a half-written file."""
+    directory = path.resolve().parent
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _governed_text(
+    transcript: Transcript, governor: ContextGovernor
+) -> tuple[str, GovernanceReport]:
+    result = governor.govern(transcript.messages)
+    try:
+        text = dump_transcript(
+            result.messages, format=transcript.format, request=transcript.request
+        )
+    except ValueError as error:
+        raise BadInput(f"cannot write the governed transcript: {error}") from error
+    return text, result.report
+
+
+@app.command()
+def govern(
+    file: FileArgument,
+    window: Annotated[
+        int | None,
+        typer.Option("--window", min=1, help="Context window in tokens. Default: no snipping."),
+    ] = None,
+    max_output: Annotated[
+        int | None,
+        typer.Option("--max-output", min=0, help="Tokens kept free for the reply [default: 4096]."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="Take the window and output reservation from LangChain's profile of this "
+            "model, e.g. gpt-4o-mini or openai:gpt-4.1.",
+        ),
+    ] = None,
+    counter: Annotated[
+        str,
+        typer.Option(
+            "--counter",
+            callback=_one_of(COUNTER_NAMES),
+            help=f"How tokens are counted: {', '.join(COUNTER_NAMES)}.",
+        ),
+    ] = "approximate",
+    keep_recent: Annotated[
+        int,
+        typer.Option("--keep-recent", min=0, help="Recent tool results microcompact keeps."),
+    ] = 10,
+    provider: ProviderOption = "openai",
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write here instead of stdout.", show_default=False),
+    ] = None,
+    report_json: Annotated[
+        bool, typer.Option("--report-json", help="Write the report to stderr as JSON.")
+    ] = False,
+) -> None:
+    """Write the governed transcript, in the input's format; the report goes to stderr."""
+    try:
+        transcript = _read_transcript(file)
+        governor = build_governor(
+            window=window,
+            max_output=max_output,
+            model_name=model,
+            counter=counter,
+            keep_recent=keep_recent,
+            provider=provider,
+        )
+        text, report = _governed_text(transcript, governor)
+        if output is None:
+            sys.stdout.write(text)
+        else:
+            write_atomically(output, text)
+    except BadInput as error:
+        raise _fail(str(error)) from None
+    except OSError as error:
+        raise _fail(f"{output}: {error.strerror or error}") from None
+    if report_json:
+        typer.echo(json.dumps(report_as_dict(report), indent=2), err=True)
+    else:
+        _stderr().print(report_table(report, title=f"Context governance of {file}"))
+
+
+def violation_line(file: Path, violation: Violation) -> str:
+    """One broken rule as `FILE: message I: rule: words` (`request` for the whole request)."""
+    where = "request" if violation.index < 0 else f"message {violation.index}"
+    return f"{file}: {where}: {violation.rule}: {violation.message}"
+
+
+@app.command()
+def check(file: FileArgument, provider: ProviderOption = "openai") -> None:
+    """List every rule the transcript breaks; exit 1 when it breaks any, 0 when clean."""
+    try:
+        transcript = _read_transcript(file)
+    except BadInput as error:
+        raise _fail(str(error)) from None
+    violations = validate_messages(transcript.messages, provider=provider)
+    for violation in violations:
+        typer.echo(violation_line(file, violation))
+    count = len(violations)
+    if count:
+        noun = "rule" if count == 1 else "rules"
+        typer.echo(f"{file}: {count} broken {noun} for provider {provider!r}", err=True)
+        raise typer.Exit(code=EXIT_BROKEN_RULES)
+    typer.echo(
+        f"{file}: {len(transcript.messages)} messages, no broken rules for provider {provider!r}"
+    )
+
+
+@app.command()
+def demo(
+    steps: Annotated[
+        int | None,
+        typer.Option("--steps", min=1, help="Stop the task after this many tool steps."),
+    ] = None,
+    window: Annotated[
+        int, typer.Option("--window", min=1, help="The scripted model's context window.")
+    ] = DEFAULT_WINDOW_TOKENS,
+    chart: Annotated[
+        Path, typer.Option("--chart", help="Where to write the PNG chart (needs matplotlib).")
+    ] = Path("context-governance-demo.png"),
+    no_chart: Annotated[bool, typer.Option("--no-chart", help="Do not write the chart.")] = False,
+) -> None:
+    """Run an offline tool-calling agent through a long task under a small window."""
+    try:
+        run_demo_in_terminal(
+            steps=steps,
+            context_window_tokens=window,
+            chart_path=None if no_chart else chart,
+        )
+    except ValueError as error:
+        raise _fail(f"demo: {_first_error_line(error)}") from None
+
+
+def main() -> None:
+    """Entry point of the `context-governance` console script."""
+    app(prog_name="context-governance")

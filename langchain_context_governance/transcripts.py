@@ -1,0 +1,530 @@
+"""Read and write agent transcripts, for the command line and the demos.
+
+Four formats are recognised from the text alone:
+
+- ``openai-json``: a JSON array of OpenAI chat-completions messages;
+- ``openai-jsonl``: the same messages, one JSON object per line;
+- ``openai-request``: a request body, a JSON object with a ``"messages"`` key; its other
+  keys (``model``, ``tools``, ...) are kept and written back;
+- ``langchain``: the ``[{"type": "human", "data": {...}}]`` form of
+  ``langchain_core.messages.messages_to_dict``.
+
+Loading is strict, because a transcript that is silently misread cannot be governed:
+every problem raises `TranscriptError`, whose one-line message names the file, the
+message index and what is wrong. Writing uses the format a transcript was read in,
+so ``dump_transcript(t.messages, format=t.format, request=t.request)`` reads back equal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    convert_to_openai_messages,
+    is_data_content_block,
+    messages_from_dict,
+    messages_to_dict,
+)
+from langchain_core.messages.tool import tool_call
+from pydantic import ValidationError
+
+__all__ = [
+    "TRANSCRIPT_FORMATS",
+    "Transcript",
+    "TranscriptError",
+    "TranscriptFormat",
+    "dump_transcript",
+    "load_transcript",
+    "parse_transcript",
+    "sample_transcript_path",
+    "sample_workspace_path",
+]
+
+TranscriptFormat = Literal["openai-json", "openai-jsonl", "openai-request", "langchain"]
+TRANSCRIPT_FORMATS: tuple[TranscriptFormat, ...] = get_args(TranscriptFormat)
+
+OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
+
+# langchain-core marks a developer message this way, and convert_to_openai_messages reads it.
+_OPENAI_ROLE_KEY = "__openai_role__"
+
+# Content blocks of other providers' formats (Anthropic, Bedrock, LangChain's standard
+# blocks) that langchain-core translates; an OpenAI transcript never holds them as they are.
+_FOREIGN_PART_TYPES = frozenset(
+    {
+        "image",
+        "audio",
+        "video",
+        "tool_use",
+        "tool_result",
+        "function_call",
+        "json",
+        "guard_content",
+        "media",
+        "thinking",
+        "redacted_thinking",
+        "reasoning",
+    }
+)
+
+# OpenAI content parts and the payload each carries under its own type name.
+_OPENAI_PART_PAYLOADS: dict[str, type] = {
+    "text": str,
+    "refusal": str,
+    "image_url": dict,
+    "input_audio": dict,
+    "file": dict,
+}
+
+# Written first, in this order, so a transcript reads top-down like a conversation.
+_OPENAI_KEY_ORDER = ("role", "name", "content", "tool_calls", "tool_call_id", "status")
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """Messages read from a transcript, with the format they were read in.
+
+    ``request`` holds the other keys of an ``openai-request`` body (``model``, ``tools``,
+    ...) and is empty for the other formats.
+    """
+
+    messages: list[BaseMessage]
+    format: TranscriptFormat
+    request: dict[str, Any] = field(default_factory=dict)
+
+
+class TranscriptError(ValueError):
+    """A transcript that cannot be read; ``str()`` is one line naming file and message.
+
+    >>> str(TranscriptError("chat.json", "has no 'role'", index=3))
+    "chat.json: message 3: has no 'role'"
+    """
+
+    def __init__(self, source: str, problem: str, *, index: int | None = None) -> None:
+        self.source = source
+        self.index = index
+        self.problem = " ".join(problem.split())
+        where = source if index is None else f"{source}: message {index}"
+        super().__init__(f"{where}: {self.problem}")
+
+
+class _MessageProblem(ValueError):
+    """What is wrong with one message; the caller adds the file and the index."""
+
+
+def load_transcript(path: str | Path) -> Transcript:
+    """Read a transcript file in any of the `TRANSCRIPT_FORMATS`.
+
+    >>> transcript = load_transcript(sample_transcript_path())
+    >>> transcript.format, transcript.messages[0].type
+    ('openai-json', 'system')
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise TranscriptError(source, f"is not UTF-8 text (byte {error.start})") from error
+    except OSError as error:
+        raise TranscriptError(source, f"cannot be read: {error.strerror or error}") from error
+    return parse_transcript(text, source=source)
+
+
+def parse_transcript(text: str, *, source: str = "<input>") -> Transcript:
+    """Read a transcript from text; ``source`` names it in error messages.
+
+    >>> transcript = parse_transcript('[{"role": "user", "content": "hi"}]')
+    >>> transcript.format, transcript.messages
+    ('openai-json', [HumanMessage(content='hi', additional_kwargs={}, response_metadata={})])
+    """
+    if not text.strip():
+        raise TranscriptError(source, "the file is empty")
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        records = _json_lines(text, source)
+        if records is None:
+            raise TranscriptError(
+                source,
+                f"not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}",
+            ) from error
+        return Transcript(_read_messages(records, _openai_message, source), "openai-jsonl")
+    return _transcript_from_document(document, source)
+
+
+def _json_lines(text: str, source: str) -> list[Any] | None:
+    """The records of a JSONL text, or None when the text does not look like JSONL.
+
+    It looks like JSONL when it has several non-blank lines and the first one is a
+    JSON object by itself; a broken pretty-printed array starts with a lone ``[``.
+    """
+    # Only "\n" ends a line: JSON text may hold U+2028 or U+0085, which splitlines() splits on.
+    numbered_lines = [
+        (number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()
+    ]
+    if len(numbered_lines) < 2 or not _is_json_object(numbered_lines[0][1]):
+        return None
+    records = []
+    for index, (number, line) in enumerate(numbered_lines):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            raise TranscriptError(
+                source,
+                f"not valid JSON (line {number}, column {error.colno}): {error.msg}",
+                index=index,
+            ) from error
+    return records
+
+
+def _is_json_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except json.JSONDecodeError:
+        return False
+
+
+def _transcript_from_document(document: Any, source: str) -> Transcript:
+    if isinstance(document, list):
+        if _looks_like_langchain(document):
+            return Transcript(_read_messages(document, _langchain_message, source), "langchain")
+        return Transcript(_read_messages(document, _openai_message, source), "openai-json")
+    if isinstance(document, dict) and "messages" in document:
+        records = document["messages"]
+        if not isinstance(records, list):
+            raise TranscriptError(
+                source, f"'messages' must be a JSON array, got {_json_type(records)}"
+            )
+        request = {key: value for key, value in document.items() if key != "messages"}
+        messages = _read_messages(records, _openai_message, source)
+        return Transcript(messages, "openai-request", request)
+    if isinstance(document, dict) and "role" in document:
+        # A JSONL file holding a single message is a single JSON object.
+        return Transcript(_read_messages([document], _openai_message, source), "openai-jsonl")
+    if isinstance(document, dict):
+        raise TranscriptError(
+            source, "a JSON object must be a request body with 'messages' or a message with 'role'"
+        )
+    raise TranscriptError(source, f"expected a JSON array of messages, got {_json_type(document)}")
+
+
+def _looks_like_langchain(records: list[Any]) -> bool:
+    first = records[0] if records else None
+    return isinstance(first, dict) and "role" not in first and {"type", "data"} <= first.keys()
+
+
+def _read_messages(
+    records: list[Any], read_one: Callable[[Any], BaseMessage], source: str
+) -> list[BaseMessage]:
+    if not records:
+        raise TranscriptError(source, "the transcript has no messages")
+    messages = []
+    for index, record in enumerate(records):
+        try:
+            message = read_one(record)
+            _check_message(message)
+        except _MessageProblem as problem:
+            raise TranscriptError(source, str(problem), index=index) from problem
+        messages.append(message)
+    return messages
+
+
+def _check_message(message: BaseMessage) -> None:
+    """Problems both formats can carry: calls nobody can answer, empty turns."""
+    if isinstance(message, AIMessage):
+        calls = [*message.tool_calls, *message.invalid_tool_calls]
+        for position, call in enumerate(calls):
+            if not call.get("id"):
+                raise _MessageProblem(f"tool call {position} ({call.get('name')}) has no id")
+        if not message.content and not calls:
+            raise _MessageProblem("assistant message has neither content nor tool calls")
+    if isinstance(message, ToolMessage) and not message.tool_call_id:
+        raise _MessageProblem("tool message has no tool_call_id")
+
+
+def _openai_message(record: Any) -> BaseMessage:
+    if not isinstance(record, dict):
+        raise _MessageProblem(f"expected a JSON object, got {_json_type(record)}")
+    role = record.get("role")
+    if role is None:
+        raise _MessageProblem("has no 'role'")
+    if role not in OPENAI_ROLES:
+        raise _MessageProblem(f"unknown role {role!r}; expected one of {', '.join(OPENAI_ROLES)}")
+    # An empty name is no name; OpenAI output leaves it out.
+    name = _optional_string(record, "name") or None
+    if role == "assistant":
+        return AIMessage(
+            content=_content(record, required=False),
+            tool_calls=_tool_calls(record.get("tool_calls")),
+            name=name,
+        )
+    content = _content(record, required=True)
+    if role == "user":
+        return HumanMessage(content=content, name=name)
+    if role == "tool":
+        return ToolMessage(
+            content=content,
+            tool_call_id=_optional_string(record, "tool_call_id") or "",
+            name=name,
+            status=_tool_status(record),
+        )
+    extra = {_OPENAI_ROLE_KEY: "developer"} if role == "developer" else {}
+    return SystemMessage(content=content, name=name, additional_kwargs=extra)
+
+
+def _content(record: dict[str, Any], *, required: bool) -> str | list[str | dict[str, Any]]:
+    content = record.get("content")
+    if content is None:
+        if required:
+            raise _MessageProblem(f"{record['role']} message has no content")
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise _MessageProblem(
+            f"content must be a string or a list of parts, got {_json_type(content)}"
+        )
+    for position, part in enumerate(content):
+        problem = _openai_part_problem(part)
+        if problem:
+            raise _MessageProblem(f"content part {position} {problem}")
+    return list(content)
+
+
+def _openai_part_problem(part: Any) -> str | None:
+    """Why ``part`` is not an OpenAI content part, or None when it is one.
+
+    Part types OpenAI may add later pass, as long as they are not another provider's.
+    """
+    if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+        return "is not an object with a 'type'"
+    kind = part["type"]
+    if kind in _FOREIGN_PART_TYPES or is_data_content_block(part):
+        return f"has type {kind!r} in a form OpenAI chat messages do not use"
+    payload = _OPENAI_PART_PAYLOADS.get(kind)
+    if payload is not None and not isinstance(part.get(kind), payload):
+        return f"of type {kind!r} has no {kind!r} {'string' if payload is str else 'object'}"
+    return None
+
+
+def _tool_calls(records: Any) -> list[ToolCall]:
+    if records is None:
+        return []
+    if not isinstance(records, list):
+        raise _MessageProblem(f"'tool_calls' must be a JSON array, got {_json_type(records)}")
+    return [_tool_call(position, record) for position, record in enumerate(records)]
+
+
+def _tool_call(position: int, record: Any) -> ToolCall:
+    if not isinstance(record, dict):
+        raise _MessageProblem(
+            f"tool call {position} must be a JSON object, got {_json_type(record)}"
+        )
+    kind = record.get("type", "function")
+    if kind != "function":
+        raise _MessageProblem(
+            f"tool call {position} has type {kind!r}; only 'function' calls are supported"
+        )
+    function = record.get("function")
+    if not isinstance(function, dict):
+        raise _MessageProblem(f"tool call {position} has no 'function' object")
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise _MessageProblem(f"tool call {position} has no function name")
+    call_id = record.get("id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise _MessageProblem(f"tool call {position} ({name}): id must be a string")
+    args = _tool_arguments(function.get("arguments"), f"tool call {position} ({name})")
+    return tool_call(name=name, args=args, id=call_id or None)
+
+
+def _tool_arguments(arguments: Any, call: str) -> dict[str, Any]:
+    # Some logs store the decoded object, and some providers send "" for no arguments.
+    if isinstance(arguments, dict):
+        return arguments
+    if arguments is None or arguments == "":
+        return {}
+    if not isinstance(arguments, str):
+        raise _MessageProblem(
+            f"{call}: arguments must be a JSON string, got {_json_type(arguments)}"
+        )
+    try:
+        decoded = json.loads(arguments)
+    except json.JSONDecodeError as error:
+        raise _MessageProblem(
+            f"{call}: arguments are not valid JSON: {error.msg} at column {error.colno}"
+        ) from error
+    if not isinstance(decoded, dict):
+        raise _MessageProblem(f"{call}: arguments must be a JSON object, got {_json_type(decoded)}")
+    return decoded
+
+
+def _tool_status(record: dict[str, Any]) -> Literal["success", "error"]:
+    status = record.get("status", "success")
+    if status == "success":
+        return "success"
+    if status == "error":
+        return "error"
+    raise _MessageProblem(f"status must be 'success' or 'error', got {status!r}")
+
+
+def _optional_string(record: dict[str, Any], key: str) -> str | None:
+    value = record.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise _MessageProblem(f"{key!r} must be a string, got {_json_type(value)}")
+
+
+def _langchain_message(record: Any) -> BaseMessage:
+    if not isinstance(record, dict) or not {"type", "data"} <= record.keys():
+        raise _MessageProblem("expected a LangChain message dict with 'type' and 'data'")
+    kind, data = record["type"], record["data"]
+    if not isinstance(kind, str):
+        raise _MessageProblem(f"'type' must be a string, got {_json_type(kind)}")
+    if not isinstance(data, dict):
+        raise _MessageProblem(f"'data' must be a JSON object, got {_json_type(data)}")
+    # Checked here so both formats say the same, and langchain-core's KeyError never shows.
+    if data.get("content") is None:
+        raise _MessageProblem(f"{kind} message has no content")
+    if kind == "tool" and not data.get("tool_call_id"):
+        raise _MessageProblem("tool message has no tool_call_id")
+    try:
+        return messages_from_dict([record])[0]
+    except ValidationError as error:
+        first = error.errors()[0]
+        location = ".".join(str(part) for part in first["loc"]) or "data"
+        raise _MessageProblem(f"{kind} message: {location}: {first['msg']}") from error
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        # langchain-core's validators assume well-formed fields and fail in assorted ways.
+        raise _MessageProblem(f"{kind} message cannot be read: {error!r}") from error
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def dump_transcript(
+    messages: Sequence[BaseMessage],
+    *,
+    format: TranscriptFormat,
+    request: Mapping[str, Any] | None = None,
+) -> str:
+    """Write messages as the text of a transcript file in ``format``.
+
+    ``request`` is the rest of an ``openai-request`` body; it is refused for the other
+    formats rather than silently dropped. OpenAI formats carry what the chat API
+    can: roles, names, string or list content, tool calls and tool_call_id. A failed
+    tool result also gets ``"status": "error"``, a key the chat API does not define
+    but that keeps the outcome visible; artifacts and metadata are only kept by
+    the ``langchain`` format.
+
+    >>> print(dump_transcript([HumanMessage("hi")], format="openai-jsonl"), end="")
+    {"role": "user", "content": "hi"}
+    """
+    if format not in TRANSCRIPT_FORMATS:
+        raise ValueError(f"format must be one of {', '.join(TRANSCRIPT_FORMATS)}; got {format!r}")
+    if request and format != "openai-request":
+        raise ValueError(f"request is only written with format='openai-request', not {format!r}")
+    if request and "messages" in request:
+        raise ValueError("request must not contain 'messages'; pass them as messages")
+    if format == "langchain":
+        return _json_document(messages_to_dict(list(messages)))
+    records = [_openai_record(index, message) for index, message in enumerate(messages)]
+    if format == "openai-jsonl":
+        return "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+    if format == "openai-request":
+        return _json_document({**(request or {}), "messages": records})
+    return _json_document(records)
+
+
+def _openai_record(index: int, message: BaseMessage) -> dict[str, Any]:
+    # "block" keeps list content a list, "string" keeps string content a string.
+    text_format: Literal["string", "block"] = (
+        "block" if isinstance(message.content, list) else "string"
+    )
+    try:
+        record = convert_to_openai_messages(message, text_format=text_format)
+    except (ValueError, TypeError, NotImplementedError) as error:
+        raise ValueError(
+            f"message {index} cannot be written as an OpenAI message: {error}"
+        ) from error
+    if isinstance(message.content, list) and all(
+        _openai_part_problem(part) is None for part in message.content
+    ):
+        # Already OpenAI parts: kept as written, where the conversion drops unknown keys.
+        record["content"] = list(message.content)
+    if record.get("role") not in OPENAI_ROLES:
+        raise ValueError(
+            f"message {index}: a {message.type!r} message has no OpenAI chat role "
+            f"(one of {', '.join(OPENAI_ROLES)})"
+        )
+    if isinstance(message, AIMessage):
+        _add_invalid_tool_calls(record, message)
+    if record.get("tool_calls") and record.get("content") == "":
+        # OpenAI's own form of "no text, only calls".
+        record["content"] = None
+    if isinstance(message, ToolMessage) and message.status == "error":
+        record["status"] = "error"
+    return _ordered(record)
+
+
+def _add_invalid_tool_calls(record: dict[str, Any], message: AIMessage) -> None:
+    """Keep calls whose arguments did not parse; langchain-openai sends them too."""
+    calls = list(record.get("tool_calls", []))
+    for invalid in message.invalid_tool_calls:
+        function = {"name": invalid.get("name") or "", "arguments": invalid.get("args") or ""}
+        calls.append({"type": "function", "id": invalid.get("id"), "function": function})
+    if calls:
+        record["tool_calls"] = calls
+
+
+def _ordered(record: dict[str, Any]) -> dict[str, Any]:
+    first = {key: record[key] for key in _OPENAI_KEY_ORDER if key in record}
+    return first | {key: value for key, value in record.items() if key not in first}
+
+
+def _json_document(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+def sample_transcript_path() -> Path:
+    """The bundled coding-agent session, an OpenAI JSON transcript of about 300 messages.
+
+    >>> sample_transcript_path().name
+    'sample_transcript.json'
+    """
+    return _data_path("sample_transcript.json")
+
+
+def sample_workspace_path() -> Path:
+    """The bundled project (an ``invoicing`` package with failing tests) the sample reads.
+
+    >>> (sample_workspace_path() / "invoicing" / "money.py").is_file()
+    True
+    """
+    return _data_path("workspace")
+
+
+def _data_path(name: str) -> Path:
+    # Wheels install unzipped, so package data is a real file on disk.
+    return Path(str(resources.files("langchain_context_governance") / "data" / name))

@@ -1,0 +1,328 @@
+"""The pre-model node in create_react_agent and in hand-written StateGraphs."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.prebuilt import ToolNode, create_react_agent, tools_condition
+from langgraph.warnings import LangGraphDeprecatedSinceV10
+from pydantic import BaseModel
+
+from langchain_context_governance import BACKFILL_CONTENT, ContextGovernor
+from langchain_context_governance.langgraph import (
+    LLM_INPUT_MESSAGES_KEY,
+    GovernedMessagesState,
+    build_pre_model_hook,
+)
+from langchain_context_governance.passes.microcompact import compacted_placeholder
+from langchain_context_governance.testing import ContextLengthExceeded, ScriptedChatModel
+from tests.agent_tools import (
+    FINAL_ANSWER,
+    GovernanceRuns,
+    agent_model,
+    assert_requests_legal_and_within_budget,
+    assert_some_request_compacts,
+    exploration_script,
+    summarize,
+    whole_history,
+    workspace_tools,
+    write_workspace,
+)
+from tests.builders import ai_calls, call, result
+
+ITERATIONS = 40
+QUESTION = "review every module"
+RECURSION: Any = {"recursion_limit": 400}
+
+
+@pytest.fixture
+def tools(tmp_path: Path) -> list[BaseTool]:
+    write_workspace(tmp_path)
+    return workspace_tools(tmp_path)
+
+
+@pytest.fixture
+def governance_runs(monkeypatch: pytest.MonkeyPatch) -> GovernanceRuns:
+    return GovernanceRuns(monkeypatch)
+
+
+def react_agent(model: Any, tools: list[BaseTool], **kwargs: Any) -> CompiledStateGraph[Any]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LangGraphDeprecatedSinceV10)
+        return create_react_agent(model, tools, **kwargs)
+
+
+def governor_for(model: ScriptedChatModel, tools: list[BaseTool]) -> ContextGovernor:
+    return ContextGovernor.from_model(model.bind_tools(tools), tools=tools, keep_recent=4)
+
+
+def hand_written_graph(
+    model: ScriptedChatModel,
+    tools: list[BaseTool],
+    governor: ContextGovernor,
+    *,
+    mode: str,
+) -> CompiledStateGraph[Any]:
+    """hook -> model -> tools -> hook ..., the model reading the key `mode` writes."""
+    bound = model.bind_tools(tools)
+    key = LLM_INPUT_MESSAGES_KEY if mode == "llm_input" else "messages"
+
+    def call_model(state: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": [bound.invoke(state[key])]}
+
+    state_schema = GovernedMessagesState if mode == "llm_input" else MessagesState
+    graph = StateGraph(state_schema)
+    graph.add_node("govern", governor.as_pre_model_hook(mode))
+    graph.add_node("model", call_model)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "govern")
+    graph.add_edge("govern", "model")
+    graph.add_conditional_edges("model", tools_condition, {"tools": "tools", END: END})
+    graph.add_edge("tools", "govern")
+    return graph.compile()
+
+
+class TestNode:
+    def test_llm_input_returns_the_governed_copy(self, mutation_guard: Any) -> None:
+        history = mutation_guard.watch(
+            [HumanMessage("read a.py"), ai_calls(call("c1", path="a.py"))]
+        )
+        hook = ContextGovernor().as_pre_model_hook()
+
+        update = hook.invoke({"messages": history})
+
+        assert list(update) == [LLM_INPUT_MESSAGES_KEY]
+        governed = update[LLM_INPUT_MESSAGES_KEY]
+        assert [message.type for message in governed] == ["human", "ai", "tool"]
+        assert governed[2].content == BACKFILL_CONTENT
+
+    async def test_async_node_gives_the_same_update(self) -> None:
+        history = [HumanMessage("read a.py"), ai_calls(call("c1", path="a.py"))]
+        hook = ContextGovernor().as_pre_model_hook()
+
+        sync_update = hook.invoke({"messages": history})
+        async_update = await hook.ainvoke({"messages": history})
+
+        assert async_update == sync_update
+
+    def test_replace_rewrites_history_keeping_ids(self, mutation_guard: Any) -> None:
+        history = mutation_guard.watch(
+            [
+                HumanMessage("read a.py", id="h1"),
+                ai_calls(call("c1", path="a.py")).model_copy(update={"id": "a1"}),
+                HumanMessage("never mind", id="h2"),
+            ]
+        )
+        hook = ContextGovernor().as_pre_model_hook("replace")
+
+        update = hook.invoke({"messages": history})
+
+        remove_all, *stored = update["messages"]
+        assert isinstance(remove_all, RemoveMessage)
+        assert remove_all.id == REMOVE_ALL_MESSAGES
+        assert [message.type for message in stored] == ["human", "ai", "tool", "human"]
+        assert [stored[0].id, stored[1].id, stored[3].id] == ["h1", "a1", "h2"]
+        backfilled = stored[2]
+        assert backfilled.id
+        assert backfilled.id not in {"h1", "a1", "h2"}
+
+    def test_reads_a_pydantic_state(self) -> None:
+        class PydanticState(BaseModel):
+            messages: list[BaseMessage]
+
+        state = PydanticState(messages=[AIMessage("hello"), HumanMessage("hi")])
+        hook = ContextGovernor().as_pre_model_hook()
+
+        governed = hook.invoke(state)[LLM_INPUT_MESSAGES_KEY]  # type: ignore[arg-type]
+
+        assert [message.type for message in governed] == ["human", "ai", "human"]
+
+    def test_refuses_to_return_an_empty_request(self) -> None:
+        hook = ContextGovernor().as_pre_model_hook()
+
+        with pytest.raises(ValueError, match=r"state\['messages'\] holds nothing"):
+            hook.invoke({"messages": [result("lost-call")]})
+
+    def test_names_a_missing_messages_key(self) -> None:
+        hook = ContextGovernor().as_pre_model_hook()
+
+        with pytest.raises(ValueError, match="no 'messages' key"):
+            hook.invoke({"history": [HumanMessage("hi")]})
+
+    def test_rejects_an_unknown_mode(self) -> None:
+        with pytest.raises(ValueError, match="mode must be one of"):
+            build_pre_model_hook(ContextGovernor(), mode="trim")  # type: ignore[arg-type]
+
+
+class TestFromModel:
+    def test_window_comes_through_bind_tools(self, tools: list[BaseTool]) -> None:
+        model = ScriptedChatModel([], max_input_tokens=12_000, max_output_tokens=700)
+        bound = model.bind_tools(tools).with_config(tags=["agent"])
+
+        governor = ContextGovernor.from_model(bound)
+
+        assert governor.context_window_tokens == 12_000
+        assert governor.max_output_tokens == 700
+        assert governor.budget == 12_000 - 700 - governor.safety_buffer
+
+
+class TestReactAgent:
+    def test_ungoverned_agent_is_rejected(self, tools: list[BaseTool]) -> None:
+        model = agent_model(exploration_script(ITERATIONS))
+        agent = react_agent(model, tools)
+
+        with pytest.raises(ContextLengthExceeded):
+            agent.invoke({"messages": [HumanMessage("review every module")]}, RECURSION)
+
+    def test_long_turn_in_llm_input_mode(
+        self, tools: list[BaseTool], governance_runs: GovernanceRuns
+    ) -> None:
+        script = exploration_script(ITERATIONS)
+        model = agent_model(script)
+        governor = governor_for(model, tools)
+        agent = react_agent(model, tools, pre_model_hook=governor.as_pre_model_hook())
+
+        final = agent.invoke({"messages": [HumanMessage(QUESTION)]}, RECURSION)
+
+        assert len(model.requests) == ITERATIONS + 1
+        assert governance_runs.count == len(model.requests)
+        assert_requests_legal_and_within_budget(model.requests, governor)
+        assert_some_request_compacts(model.requests, "read_file")
+        assert summarize(final["messages"]) == whole_history(QUESTION, script, tools)
+
+    async def test_async_runs_send_the_same_requests(self, tools: list[BaseTool]) -> None:
+        requests = []
+        for run in ("invoke", "ainvoke", "astream"):
+            model = agent_model(exploration_script(ITERATIONS))
+            governor = governor_for(model, tools)
+            agent = react_agent(model, tools, pre_model_hook=governor.as_pre_model_hook())
+            question = {"messages": [HumanMessage(QUESTION)]}
+            if run == "invoke":
+                agent.invoke(question, RECURSION)
+            elif run == "ainvoke":
+                await agent.ainvoke(question, RECURSION)
+            else:
+                chunks = [chunk async for chunk in agent.astream(question, RECURSION)]
+                assert chunks
+            requests.append([summarize(request) for request in model.requests])
+
+        assert len(requests[0]) == ITERATIONS + 1
+        assert requests[1] == requests[0]
+        assert requests[2] == requests[0]
+
+    def test_replace_mode_shrinks_the_stored_history(
+        self, tools: list[BaseTool], governance_runs: GovernanceRuns
+    ) -> None:
+        model = agent_model(exploration_script(ITERATIONS))
+        governor = governor_for(model, tools)
+        agent = react_agent(model, tools, pre_model_hook=governor.as_pre_model_hook("replace"))
+
+        final = agent.invoke({"messages": [HumanMessage(QUESTION)]}, RECURSION)
+
+        assert governance_runs.count == len(model.requests) == ITERATIONS + 1
+        assert_requests_legal_and_within_budget(model.requests, governor)
+        stored_results = [m for m in final["messages"] if isinstance(m, ToolMessage)]
+        placeholder = compacted_placeholder("read_file")
+        assert any(m.content == placeholder for m in stored_results)
+        assert final["messages"][0].content == QUESTION
+        assert final["messages"][-1].content == FINAL_ANSWER
+        ids = [message.id for message in final["messages"]]
+        assert len(set(ids)) == len(ids)
+
+    def test_interrupted_thread_resumes_legally(
+        self, tools: list[BaseTool], tmp_path: Path
+    ) -> None:
+        config: Any = {"configurable": {"thread_id": "interrupted"}, **RECURSION}
+        database = str(tmp_path / "checkpoints.sqlite")
+        asking = ai_calls(
+            call("readfile1", path="module_1.py"), call("readfile2", path="module_2.py")
+        )
+        first_model = agent_model([asking])
+        with SqliteSaver.from_conn_string(database) as saver:
+            agent = react_agent(
+                first_model,
+                tools,
+                pre_model_hook=governor_for(first_model, tools).as_pre_model_hook(),
+                checkpointer=saver,
+                interrupt_before=["tools"],
+            )
+            agent.invoke({"messages": [HumanMessage("read two modules")]}, config)
+            interrupted = agent.get_state(config).values["messages"]
+        assert [message.type for message in interrupted] == ["human", "ai"]
+
+        resumed_model = agent_model([AIMessage("Let us start over.")])
+        governor = governor_for(resumed_model, tools)
+        with SqliteSaver.from_conn_string(database) as saver:
+            agent = react_agent(
+                resumed_model,
+                tools,
+                pre_model_hook=governor.as_pre_model_hook(),
+                checkpointer=saver,
+            )
+            agent.invoke({"messages": [HumanMessage("forget that, start over")]}, config)
+            stored = agent.get_state(config).values["messages"]
+
+        (request,) = resumed_model.requests
+        assert [message.type for message in request] == ["human", "ai", "tool", "tool", "human"]
+        assert [message.tool_call_id for message in request[2:4]] == ["readfile1", "readfile2"]
+        assert {message.content for message in request[2:4]} == {BACKFILL_CONTENT}
+        assert_requests_legal_and_within_budget(resumed_model.requests, governor)
+        assert stored[:2] == interrupted
+        assert [message.content for message in stored[2:]] == [
+            "forget that, start over",
+            "Let us start over.",
+        ]
+
+
+class TestHandWrittenGraph:
+    @pytest.mark.parametrize("mode", ["llm_input", "replace"])
+    def test_long_turn(
+        self, tools: list[BaseTool], governance_runs: GovernanceRuns, mode: str
+    ) -> None:
+        script = exploration_script(ITERATIONS)
+        model = agent_model(script)
+        governor = governor_for(model, tools)
+        graph = hand_written_graph(model, tools, governor, mode=mode)
+
+        final = graph.invoke({"messages": [HumanMessage(QUESTION)]}, RECURSION)
+
+        assert governance_runs.count == len(model.requests) == ITERATIONS + 1
+        assert_requests_legal_and_within_budget(model.requests, governor)
+        assert_some_request_compacts(model.requests, "read_file")
+        whole = whole_history(QUESTION, script, tools)
+        if mode == "llm_input":
+            assert summarize(final["messages"]) == whole
+        else:
+            assert summarize(final["messages"]) != whole
+            assert summarize(final["messages"][-1:]) == whole[-1:]
+
+    async def test_astream_with_a_system_prompt(
+        self, tools: list[BaseTool], governance_runs: GovernanceRuns
+    ) -> None:
+        model = agent_model(exploration_script(ITERATIONS))
+        governor = governor_for(model, tools)
+        graph = hand_written_graph(model, tools, governor, mode="llm_input")
+        question = [SystemMessage("You review code. " * 50), HumanMessage("review")]
+
+        updates = [update async for update in graph.astream({"messages": question}, RECURSION)]
+
+        assert len(updates) == 3 * (ITERATIONS + 1) - 1
+        assert governance_runs.count == len(model.requests) == ITERATIONS + 1
+        assert all(request[0].type == "system" for request in model.requests)
+        assert_requests_legal_and_within_budget(model.requests, governor)

@@ -1,0 +1,260 @@
+"""Properties of the governor over arbitrary histories, legal and malformed, for every profile.
+
+The default run checks a few hundred examples per property; `make fuzz` checks 10,000
+(see tests/strategies.py). Each check computes what it expects on its own: the core
+rules are checked here rule by rule, the provider rules by `validate_messages`, and the
+Mistral profile by Mistral's own validator, `mistral_common`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from langchain_context_governance import ContextGovernor
+from langchain_context_governance._messages import declared_tool_call_ids
+from langchain_context_governance.providers import PROVIDERS, validate_messages
+from tests.oracles import mistral_common_accepts
+from tests.strategies import IMAGE_BLOCK, budgets, histories
+from tests.unit_tests.conftest import MutationGuard
+
+pytestmark = pytest.mark.fuzz
+
+every_profile = pytest.mark.parametrize("provider", PROVIDERS)
+maybe_budgets = st.one_of(st.none(), budgets)
+
+# Rules of our "mistral" profile that mistral_common enforces too (it is lenient about
+# turn order and empty text, which our profile checks on top).
+RULES_MISTRAL_COMMON_ENFORCES = frozenset(
+    {
+        "orphan-tool-result",
+        "unanswered-tool-call",
+        "duplicate-tool-result",
+        "tool-result-not-adjacent",
+        "duplicate-tool-call-id",
+        "tool-call-without-id",
+        "tool-call-id-format",
+        "tool-name-format",
+        "last-not-user-or-tool",
+    }
+)
+USER_TAG = re.compile(r"\bu\d+\b")
+
+
+def governor(provider: str, budget: int | None = None) -> ContextGovernor:
+    """A governor whose whole window is the input budget."""
+    return ContextGovernor(
+        provider=provider, context_window_tokens=budget, max_output_tokens=0, safety_buffer=0
+    )
+
+
+def dumps(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    return [message.model_dump() for message in messages]
+
+
+def has_conversation(history: Sequence[BaseMessage]) -> bool:
+    """Something a request can be built from; tool results alone are all orphans."""
+    return any(not isinstance(message, ToolMessage) for message in history)
+
+
+def blocks(message: BaseMessage) -> list[Any]:
+    return message.content if isinstance(message.content, list) else []
+
+
+def text_of(message: BaseMessage) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    parts = [b if isinstance(b, str) else str(b.get("text", "")) for b in message.content]
+    return "\n".join(parts)
+
+
+def user_tags(messages: Sequence[BaseMessage]) -> list[str]:
+    """The unique tags of user texts, in order (the strategy starts each user text with one)."""
+    return [
+        tag
+        for message in messages
+        if isinstance(message, HumanMessage)
+        for tag in USER_TAG.findall(text_of(message))
+    ]
+
+
+def core_rule_breaks(messages: list[BaseMessage]) -> Iterator[str]:
+    """The core rules of issue 2, checked here without the package's validator."""
+    non_system = [m for m in messages if not isinstance(m, SystemMessage)]
+    if not non_system:
+        yield "no user message"
+        return
+    if not isinstance(non_system[0], HumanMessage):
+        yield "first non-system message is not a user message"
+    if not isinstance(messages[-1], HumanMessage | ToolMessage):
+        yield "last message is neither a user message nor a tool result"
+    for previous, message in itertools.pairwise(messages):
+        if type(previous) is type(message) and isinstance(message, HumanMessage | AIMessage):
+            yield f"two {message.type} messages in a row"
+    yield from _pairing_breaks(messages)
+
+
+def _pairing_breaks(messages: list[BaseMessage]) -> Iterator[str]:
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolMessage):
+            owner = index
+            while owner > 0 and isinstance(messages[owner - 1], ToolMessage):
+                owner -= 1
+            if owner == 0 or message.tool_call_id not in declared_tool_call_ids(
+                messages[owner - 1]
+            ):
+                yield f"tool result {index} does not answer the assistant message before it"
+        calls = declared_tool_call_ids(message)
+        if calls:
+            end = index + 1
+            while end < len(messages) and isinstance(messages[end], ToolMessage):
+                end += 1
+            answers = [m.tool_call_id for m in messages[index + 1 : end]]  # type: ignore[attr-defined]
+            if sorted(answers) != sorted(calls):
+                yield f"calls of message {index} are not answered once each right after it"
+
+
+def minimal_request(request: list[BaseMessage]) -> list[BaseMessage]:
+    """System messages, the last user message and, after it, the newest complete tool group."""
+    systems = [m for m in request if isinstance(m, SystemMessage)]
+    last_user = max(i for i, m in enumerate(request) if isinstance(m, HumanMessage))
+    group: list[BaseMessage] = []
+    if isinstance(request[-1], ToolMessage):
+        newest_call = max(i for i, m in enumerate(request) if isinstance(m, AIMessage))
+        group = request[max(newest_call, last_user + 1) :]
+    return [*systems, request[last_user], *group]
+
+
+@given(history=histories(), budget=maybe_budgets)
+def test_core_rules_hold_with_the_default_provider(
+    history: list[BaseMessage], budget: int | None
+) -> None:
+    governed = ContextGovernor(
+        context_window_tokens=budget, max_output_tokens=0, safety_buffer=0
+    ).invoke(history)
+    if not has_conversation(history):
+        assert governed == []
+        return
+    assert list(core_rule_breaks(governed)) == []
+
+
+@every_profile
+@given(history=histories(), budget=maybe_budgets)
+def test_output_validates_for_the_provider(
+    provider: str, history: list[BaseMessage], budget: int | None
+) -> None:
+    governed = governor(provider, budget).govern(history).messages
+    if not has_conversation(history):
+        assert governed == []
+        return
+    assert validate_messages(governed, provider=provider) == []
+
+
+@every_profile
+@given(history=histories(), budget=maybe_budgets)
+def test_input_untouched_output_deterministic_and_a_fixed_point(
+    provider: str, history: list[BaseMessage], budget: int | None
+) -> None:
+    guard = MutationGuard()
+    guard.watch(history)
+    shared = governor(provider, budget)
+    governed = shared.govern(history).messages
+    assert dumps(shared.govern(history).messages) == dumps(governed)
+    assert dumps(governor(provider, budget).govern(history).messages) == dumps(governed)
+    assert dumps(governor(provider, budget).govern(governed).messages) == dumps(governed)
+    guard.check()
+
+
+@every_profile
+@given(history=histories())
+def test_without_a_budget_user_content_thinking_and_reasoning_survive(
+    provider: str, history: list[BaseMessage]
+) -> None:
+    """Every user text and image stays; thinking blocks are never edited or merged across
+    responses; reasoning_content stays with the text of its response."""
+    governed = governor(provider).govern(history).messages
+    assert user_tags(governed) == user_tags(history)
+    images_in = sum(block == IMAGE_BLOCK for m in history for block in blocks(m))
+    images_out = sum(block == IMAGE_BLOCK for m in governed for block in blocks(m))
+    assert images_out == images_in
+    thinking_in = [b for m in history for b in blocks(m) if b.get("type") == "thinking"]
+    for message in governed:
+        if not isinstance(message, AIMessage):
+            continue
+        thinking = [b for b in blocks(message) if b.get("type") == "thinking"]
+        assert all(block in thinking_in for block in thinking)
+        assert len({block["signature"] for block in thinking}) <= 1
+        reasoning = message.additional_kwargs.get("reasoning_content")
+        if reasoning:
+            [origin] = [
+                m for m in history if m.additional_kwargs.get("reasoning_content") == reasoning
+            ]
+            assert text_of(origin) in text_of(message)
+
+
+@every_profile
+@given(history=histories(), budget=budgets)
+def test_with_a_budget_newest_user_texts_stay_and_a_fitting_request_fits(
+    provider: str, history: list[BaseMessage], budget: int
+) -> None:
+    """Snipping removes only older user texts, never the last user message; the output is
+    within budget whenever the system messages, the last user message and its newest
+    complete tool group fit."""
+    budgeted = governor(provider, budget)
+    governed = budgeted.govern(history).messages
+    tags = user_tags(history)
+    kept = user_tags(governed)
+    assert kept == tags[len(tags) - len(kept) :]
+    users = [message for message in history if isinstance(message, HumanMessage)]
+    if users:
+        assert set(user_tags(users[-1:])) <= set(kept), "the last user message was snipped"
+    whole = governor(provider).govern(history).messages
+    has_user = any(isinstance(message, HumanMessage) for message in whole)
+    if has_user and budgeted.count_tokens(minimal_request(whole)) <= budget:
+        assert budgeted.count_tokens(governed) <= budget
+
+
+@pytest.mark.parametrize("provider", ["mistral", "strict"])
+@given(history=histories(), budget=maybe_budgets)
+def test_mistral_common_accepts_the_output(
+    provider: str, history: list[BaseMessage], budget: int | None
+) -> None:
+    governed = governor(provider, budget).govern(history).messages
+    if governed:
+        accepted, error = mistral_common_accepts(governed)
+        assert accepted, error
+
+
+def rules_mistral_common_enforces(history: list[BaseMessage]) -> set[str]:
+    """The rules of our "mistral" profile the raw history breaks that mistral_common checks.
+
+    mistral_common lets a request end on a system message, and its pairing check starts
+    at the second message, so a tool result that opens the request goes unnoticed.
+    """
+    broken = set()
+    for violation in validate_messages(history, provider="mistral"):
+        ends_on_system = violation.rule == "last-not-user-or-tool" and isinstance(
+            history[-1], SystemMessage
+        )
+        opens_with_result = violation.rule == "orphan-tool-result" and violation.index == 0
+        if not (ends_on_system or opens_with_result):
+            broken.add(violation.rule)
+    return broken & RULES_MISTRAL_COMMON_ENFORCES
+
+
+@given(history=histories())
+def test_mistral_common_rejects_raw_histories_that_break_its_rules(
+    history: list[BaseMessage],
+) -> None:
+    """The oracle has teeth: a raw history breaking a rule it enforces fails it."""
+    broken = rules_mistral_common_enforces(history) if history else set()
+    if broken:
+        accepted, _ = mistral_common_accepts(history)
+        assert not accepted, sorted(broken)
