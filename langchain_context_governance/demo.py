@@ -257,6 +257,10 @@ class DemoResult:
         return sum(call.raw_over_window for call in self.calls)
 
 
+# A small window holds few whole results: keep three, so compaction has room to act.
+DEMO_KEEP_RECENT = 3
+
+
 class _RecordingGovernor(ContextGovernor):
     """A ContextGovernor that keeps the result of each run for the demo's display."""
 
@@ -316,7 +320,7 @@ def run_demo(
     tools = build_workspace_tools(root)
     model = build_demo_model(root, steps=steps, context_window_tokens=context_window_tokens)
     governor = _RecordingGovernor.from_model(
-        model, tools=tools, safety_buffer=DEFAULT_SAFETY_BUFFER
+        model, tools=tools, safety_buffer=DEFAULT_SAFETY_BUFFER, keep_recent=DEMO_KEEP_RECENT
     )
     assert isinstance(governor, _RecordingGovernor) and governor.budget is not None
     agent = _build_agent(model, tools, governor)
