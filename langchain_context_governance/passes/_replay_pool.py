@@ -9,6 +9,16 @@ from typing import Generic, Protocol, TypeVar
 from langchain_core.messages import BaseMessage
 
 
+def extends(history: list[BaseMessage], messages: Sequence[BaseMessage]) -> bool:
+    """Whether `messages` is a non-empty `history` with messages appended (or equal to it).
+
+    Compared by identity first, then by equality, so that a history reloaded from a
+    checkpoint (equal messages, new objects) still counts as the same conversation.
+    """
+    known = len(history)
+    return 0 < known <= len(messages) and list(messages[:known]) == history
+
+
 class Replay(Protocol):
     def continues(self, messages: Sequence[BaseMessage]) -> bool: ...
 

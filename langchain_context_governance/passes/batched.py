@@ -36,6 +36,7 @@ from langchain_context_governance._messages import (
     iter_declared_tool_calls,
 )
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
+from langchain_context_governance.passes._replay_pool import extends
 from langchain_context_governance.passes.microcompact import (
     DEFAULT_COMPACTABLE_TOOLS,
     compacted_placeholder,
@@ -147,8 +148,7 @@ class BatchedWindow:
 
     def continues(self, messages: Sequence[BaseMessage]) -> bool:
         """Whether `messages` extends the history this state has replayed."""
-        known = len(self._history)
-        return 0 < known <= len(messages) and list(messages[:known]) == self._history
+        return extends(self._history, messages)
 
     def plan(self, messages: Sequence[BaseMessage]) -> WindowPlan:
         """The request for a model call on `messages` (the full, repaired history)."""

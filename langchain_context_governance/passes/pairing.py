@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langchain_context_governance._messages import iter_declared_tool_calls
+from langchain_context_governance.passes._replay_pool import extends
 
 
 class PairingCheck:
@@ -27,8 +28,7 @@ class PairingCheck:
 
     def continues(self, messages: Sequence[BaseMessage]) -> bool:
         """Whether `messages` extends the history this check has read."""
-        known = len(self._history)
-        return 0 < known <= len(messages) and list(messages[:known]) == self._history
+        return extends(self._history, messages)
 
     def needs_repair(self, messages: Sequence[BaseMessage]) -> bool:
         """True when some tool result or tool call in `messages` is out of place."""
