@@ -5,6 +5,7 @@ Nothing here mutates a message: helpers either read one or build a new one.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -41,7 +42,7 @@ def as_message_list(messages: Sequence[MessageLikeRepresentation]) -> list[BaseM
     if isinstance(messages, (str, bytes)):
         raise TypeError("messages must be a sequence of messages, not a single string")
     items = list(messages)
-    if all(isinstance(item, BaseMessage) for item in items):
+    if all(map(isinstance, items, itertools.repeat(BaseMessage))):
         return items  # type: ignore[return-value]
     converted: list[BaseMessage] = []
     for index, item in enumerate(items):

@@ -342,17 +342,23 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         ]
 
     def _pipeline(self) -> list[tuple[str, PassFunction]]:
+        # The provider profile runs on the request, after compaction and snipping: on the
+        # whole history its cost would grow with the history on every call. What it adds
+        # (an id and a placeholder result for a call without one, a synthetic user turn)
+        # is a few tokens, within the safety buffer. It runs before the second pairing
+        # repair, so a call it gives an id to is answered, and again last, after the
+        # alternation that its own moves may call for.
         steps: list[tuple[str, PassFunction]] = [("pairing", self._repair_input_pairing)]
-        # Before compaction and snipping, so that the budget counts what the profile adds.
-        steps.append(("apply_provider_rules", self._apply_provider_rules))
         if self._windows is not None:
             steps.append(("microcompact", self._compact_in_batches))
+            steps.append(("apply_provider_rules", self._apply_provider_rules))
             steps.append(("pairing", self._repair_request_pairing))
         else:
             steps.append(("microcompact", self._microcompact))
             if self._budget is not None:
                 steps.append(("snip_history", self._snip))
-                steps.extend(self._repair_passes())
+            steps.append(("apply_provider_rules", self._apply_provider_rules))
+            steps.extend(self._repair_passes())
         steps.append(("enforce_role_alternation", enforce_role_alternation_with_count))
         steps.append(("apply_provider_rules", self._apply_provider_rules))
         return steps

@@ -22,6 +22,7 @@ PASS_NAMES = {
     "microcompact",
     "snip_history",
     "enforce_role_alternation",
+    "apply_provider_rules",
 }
 
 
