@@ -35,13 +35,15 @@ from langchain_context_governance.passes.microcompact import (
     validate_microcompact_settings,
 )
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
-from langchain_context_governance.passes.pairing import PairingCheck
+from langchain_context_governance.passes.pairing import RepairCheck
 from langchain_context_governance.passes.provider_rules import apply_provider_rules_with_counts
 from langchain_context_governance.passes.snip import snip_history_with_count
 from langchain_context_governance.providers import PROVIDERS
 from langchain_context_governance.tokens import MessageTokenCounter, get_token_counter
 
 logger = logging.getLogger(__name__)
+
+_NO_REPAIRS: Mapping[str, int] = {"drop_orphan_tool_results": 0, "backfill_missing_tool_results": 0}
 
 GovernorInput = Sequence[MessageLikeRepresentation] | PromptValue
 
@@ -187,11 +189,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     _counter: MessageTokenCounter = PrivateAttr()
     _budget: int | None = PrivateAttr(default=None)
     _windows: ReplayPool[BatchedWindow] | None = PrivateAttr(default=None)
-    _input_pairing: ReplayPool[PairingCheck] = PrivateAttr(
-        default_factory=lambda: ReplayPool(PairingCheck)
+    _input_checks: ReplayPool[RepairCheck] = PrivateAttr(
+        default_factory=lambda: ReplayPool(RepairCheck)
     )
-    _request_pairing: ReplayPool[PairingCheck] = PrivateAttr(
-        default_factory=lambda: ReplayPool(PairingCheck)
+    _request_checks: ReplayPool[RepairCheck] = PrivateAttr(
+        default_factory=lambda: ReplayPool(RepairCheck)
     )
     # The plan of the current call on this thread, so the report can reuse its counts.
     _calls: threading.local = PrivateAttr(default_factory=threading.local)
@@ -312,12 +314,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             figures["tokens_after"] = self.count_tokens(governed)
         return figures
 
-    def _repair_pairing(
-        self, messages: list[BaseMessage], pool: ReplayPool[PairingCheck]
-    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        """Orphans, then backfill; skipped when the pairing check finds nothing to repair."""
-        if not pool.run(messages, lambda check: check.needs_repair(messages)):
-            return messages, {"drop_orphan_tool_results": 0, "backfill_missing_tool_results": 0}
+    def _repair_pairs(
+        self, messages: list[BaseMessage]
+    ) -> tuple[list[BaseMessage], dict[str, int]]:
         kept, dropped = drop_orphan_tool_results_with_count(messages)
         filled, backfilled = backfill_missing_tool_results_with_count(kept)
         return filled, {
@@ -325,15 +324,35 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             "backfill_missing_tool_results": backfilled,
         }
 
-    def _repair_input_pairing(
+    def _repair_history(
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        return self._repair_pairing(messages, self._input_pairing)
+        """All repairs on the whole history, before compaction, when it needs any.
 
-    def _repair_request_pairing(
+        What alternation and the provider profile add (a synthetic user turn, a
+        placeholder result) must count against the budget before snipping: added after
+        it, the request could go over budget and governing it again would change it.
+        A clean growing history is recognised from its new messages alone.
+        """
+        if not self._input_checks.run(messages, lambda check: check.needs_repair(messages)):
+            return messages, _NO_REPAIRS
+        repaired, changes = self._repair_pairs(messages)
+        return _run_steps(
+            repaired,
+            [
+                ("apply_provider_rules", self._apply_provider_rules),
+                ("enforce_role_alternation", enforce_role_alternation_with_count),
+            ],
+            changes,
+        )
+
+    def _repair_request_pairs(
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        return self._repair_pairing(messages, self._request_pairing)
+        """Orphans and backfill on the request, skipped when its pairs are in order."""
+        if not self._request_checks.run(messages, lambda check: check.needs_repair(messages)):
+            return messages, _NO_REPAIRS
+        return self._repair_pairs(messages)
 
     def _repair_passes(self) -> list[tuple[str, PassFunction]]:
         return [
@@ -348,11 +367,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         # is a few tokens, within the safety buffer. It runs before the second pairing
         # repair, so a call it gives an id to is answered, and again last, after the
         # alternation that its own moves may call for.
-        steps: list[tuple[str, PassFunction]] = [("pairing", self._repair_input_pairing)]
+        steps: list[tuple[str, PassFunction]] = [("repairs", self._repair_history)]
         if self._windows is not None:
             steps.append(("microcompact", self._compact_in_batches))
             steps.append(("apply_provider_rules", self._apply_provider_rules))
-            steps.append(("pairing", self._repair_request_pairing))
+            steps.append(("pairing", self._repair_request_pairs))
         else:
             steps.append(("microcompact", self._microcompact))
             if self._budget is not None:
@@ -443,9 +462,11 @@ def _to_message_list(messages: GovernorInput) -> list[BaseMessage]:
 
 
 def _run_steps(
-    messages: list[BaseMessage], steps: list[tuple[str, PassFunction]]
+    messages: list[BaseMessage],
+    steps: list[tuple[str, PassFunction]],
+    changes: Mapping[str, int] | None = None,
 ) -> tuple[list[BaseMessage], dict[str, int]]:
-    changes: dict[str, int] = {}
+    changes = dict(changes or {})
     for name, run_pass in steps:
         messages, changed = run_pass(messages)
         counts = changed if isinstance(changed, Mapping) else {name: changed}

@@ -1,22 +1,27 @@
-"""An incremental check of tool-call pairing, so a clean growing history skips the repairs."""
+"""An incremental check of a history's shape, so a clean growing history skips the repairs."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_context_governance._messages import iter_declared_tool_calls
 from langchain_context_governance.passes._replay_pool import extends
 
 
-class PairingCheck:
-    """Whether a history needs `drop_orphan_tool_results` or `backfill_missing_tool_results`.
+class RepairCheck:
+    """Whether a history needs any repair before it is compacted and snipped.
+
+    Clean means: no blank text; every tool result answers a call of the assistant
+    message right before its run of results, once; every call of a finished run is
+    answered and has an id; no two user or two assistant messages stand side by side;
+    the first message after the system messages comes from the user, and no system
+    message comes later. A clean history needs no repair that could add tokens after
+    snipping.
 
     It holds what it learned from the history of its previous call; when the next call's
-    messages extend that history, only the new messages are read. A history is clean
-    when every tool result answers a call of the assistant message right before its run
-    of results, once, and every call of a finished run was answered.
+    messages extend that history, only the new messages are read.
     """
 
     def __init__(self) -> None:
@@ -24,6 +29,7 @@ class PairingCheck:
         self._history: list[BaseMessage] = []
         self._declared: set[str] = set()
         self._open: set[str] = set()
+        self._previous: BaseMessage | None = None
         self._clean = True
 
     def continues(self, messages: Sequence[BaseMessage]) -> bool:
@@ -31,12 +37,13 @@ class PairingCheck:
         return extends(self._history, messages)
 
     def needs_repair(self, messages: Sequence[BaseMessage]) -> bool:
-        """True when some tool result or tool call in `messages` is out of place."""
+        """True when some message in `messages` is out of place (see the class doc)."""
         known = len(self._history)
         if not self.continues(messages):
             known = 0
             self._declared = set()
             self._open = set()
+            self._previous = None
             self._clean = True
         self._history = list(messages)
         for message in self._history[known:]:
@@ -44,6 +51,9 @@ class PairingCheck:
         return not self._clean or bool(self._open)
 
     def _read(self, message: BaseMessage) -> None:
+        if self._clean:
+            self._clean = self._fits_after(self._previous, message) and not _has_blank_text(message)
+        self._previous = message
         if isinstance(message, ToolMessage):
             if message.tool_call_id in self._open:
                 self._open.discard(message.tool_call_id)
@@ -52,13 +62,46 @@ class PairingCheck:
             return
         if self._open:
             self._clean = False
-        if isinstance(message, AIMessage) and (
-            message.tool_calls or message.invalid_tool_calls or isinstance(message.content, list)
-        ):
-            calls = [call_id for call_id, _ in iter_declared_tool_calls(message)]
-            if self._declared.intersection(calls):
-                self._clean = False
-            self._declared.update(calls)
-            self._open = set(calls)
-        else:
-            self._open = set()
+        self._open = set()
+        if isinstance(message, AIMessage):
+            self._read_calls(message)
+
+    def _read_calls(self, message: AIMessage) -> None:
+        if any(not call.get("id") for call in message.tool_calls):
+            self._clean = False
+        calls = [call_id for call_id, _ in iter_declared_tool_calls(message)]
+        if self._declared.intersection(calls) or len(set(calls)) != len(calls):
+            self._clean = False
+        self._declared.update(calls)
+        self._open = set(calls)
+
+    @staticmethod
+    def _fits_after(previous: BaseMessage | None, message: BaseMessage) -> bool:
+        if isinstance(message, SystemMessage):
+            return previous is None or isinstance(previous, SystemMessage)
+        if previous is None or isinstance(previous, SystemMessage):
+            return isinstance(message, HumanMessage)
+        if isinstance(message, HumanMessage):
+            return not isinstance(previous, HumanMessage)
+        if isinstance(message, AIMessage):
+            return not isinstance(previous, AIMessage)
+        return True
+
+
+def _has_blank_text(message: BaseMessage) -> bool:
+    """Blank text that a provider profile would remove, or turn into a synthetic turn."""
+    content = message.content
+    if isinstance(content, str):
+        plain = not isinstance(message, ToolMessage) and not (
+            isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls)
+        )
+        return plain and not content.strip()
+    return not content or any(
+        (isinstance(block, str) and not block.strip())
+        or (
+            isinstance(block, dict)
+            and block.get("type") == "text"
+            and not str(block.get("text") or "").strip()
+        )
+        for block in content
+    )
