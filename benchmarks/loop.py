@@ -25,6 +25,7 @@ __all__ = [
     "UNCACHED_TOKEN_PRICE",
     "LoopResult",
     "MessageTokenMemo",
+    "combine_results",
     "common_prefix_length",
     "simulate_loop",
 ]
@@ -87,6 +88,20 @@ class LoopResult:
     @property
     def first_problem(self) -> str | None:
         return next((p for p in self.problems if p is not None), None)
+
+
+def combine_results(results: Sequence[LoopResult]) -> LoopResult:
+    """One policy's results over several loops, as if the loops ran one after another."""
+    first = results[0]
+    return LoopResult(
+        policy=first.policy,
+        budget=first.budget,
+        sent_tokens=[tokens for r in results for tokens in r.sent_tokens],
+        cached_tokens=[tokens for r in results for tokens in r.cached_tokens],
+        problems=[problem for r in results for problem in r.problems],
+        prefix_breaks=[broken for r in results for broken in r.prefix_breaks],
+        seconds=sum(r.seconds for r in results),
+    )
 
 
 class MessageTokenMemo:

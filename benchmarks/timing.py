@@ -24,9 +24,11 @@ from benchmarks.policies import NamedPolicy, RequestBuilder
 __all__ = [
     "Repetitions",
     "Timing",
+    "time_all",
     "time_call",
     "time_cold",
     "time_steady",
+    "warm_up",
 ]
 
 Phase = Literal["cold", "steady"]
