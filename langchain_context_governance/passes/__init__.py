@@ -8,6 +8,7 @@ from langchain_context_governance.passes.backfill import (
     BACKFILL_CONTENT,
     backfill_missing_tool_results,
 )
+from langchain_context_governance.passes.batched import compact_in_batches
 from langchain_context_governance.passes.microcompact import (
     DEFAULT_COMPACTABLE_TOOLS,
     microcompact,
@@ -22,6 +23,7 @@ __all__ = [
     "SYNTHETIC_USER_CONTENT",
     "apply_provider_rules",
     "backfill_missing_tool_results",
+    "compact_in_batches",
     "drop_orphan_tool_results",
     "enforce_role_alternation",
     "microcompact",
