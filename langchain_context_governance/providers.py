@@ -67,6 +67,7 @@ class _Profile:
 
     system_only_at_start: bool = False
     no_system_then_assistant: bool = False
+    no_system_after_assistant_or_tool: bool = False
     non_empty_content: bool = False
     tool_call_ids_unique_in_request: bool = False
     tool_call_id_formats: tuple[_IdFormat, ...] = ()
@@ -108,9 +109,11 @@ _PROFILES: dict[str, _Profile] = {
     # error 1214 "messages 参数非法。请检查文档。" (the messages parameter is illegal).
     "glm": _Profile(no_system_then_assistant=True),
     # mistral_common: "Tool call id was ... with a length of 9.", "Function name was ...",
-    # and (tokenizers before v7) "Assistant message must have either content or tool_calls".
+    # (tokenizers before v7) "Assistant message must have either content or tool_calls",
+    # and "Unexpected role 'system' after role 'tool'" (or 'assistant').
     "mistral": _Profile(
         non_empty_content=True,
+        no_system_after_assistant_or_tool=True,
         tool_call_id_formats=(_MISTRAL_ID,),
         tool_name_format=True,
     ),
@@ -385,6 +388,19 @@ def _check_neighbours(request: list[BaseMessage], profile: _Profile) -> Iterator
                 "system-then-assistant",
                 f"Assistant message {index} directly follows system message {index - 1}; "
                 "this provider rejects it (GLM error 1214).",
+            )
+        if (
+            profile.no_system_after_assistant_or_tool
+            and previous is not None
+            and (is_assistant(previous) or is_tool_result(previous))
+            and is_system(message)
+        ):
+            yield Violation(
+                index,
+                "system-after-assistant-or-tool",
+                f"System message {index} directly follows {previous.type} message "
+                f"{index - 1}; this provider takes a system message only after a system or "
+                "user message.",
             )
         conversation_started = conversation_started or not is_system(message)
 

@@ -323,25 +323,33 @@ MID_SYSTEM = [HumanMessage("hi"), AIMessage("hello"), SystemMessage("be brief"),
     [
         ("anthropic", [(2, "system-not-first")]),
         ("gemini", [(2, "system-not-first")]),
-        ("strict", [(2, "system-not-first")]),
+        ("strict", [(2, "system-after-assistant-or-tool"), (2, "system-not-first")]),
         ("openai", []),
         ("glm", []),
-        ("mistral", []),
+        ("mistral", [(2, "system-after-assistant-or-tool")]),
     ],
 )
 def test_system_message_after_the_conversation_started(
     provider: str, expected: list[tuple[int, str]]
 ) -> None:
     """langchain-anthropic: "System message must be at beginning of message list.";
-    LangChain Google GenAI: "System message should be the first one"."""
-    assert found(MID_SYSTEM, provider) == expected
+    LangChain Google GenAI: "System message should be the first one"; mistral_common:
+    "Unexpected role 'system' after role 'assistant'"."""
+    assert sorted(found(MID_SYSTEM, provider)) == expected
 
 
 @pytest.mark.parametrize(
     ("provider", "expected"),
     [
         ("glm", [(3, "system-then-assistant")]),
-        ("strict", [(2, "system-not-first"), (3, "system-then-assistant")]),
+        (
+            "strict",
+            [
+                (2, "system-after-assistant-or-tool"),
+                (2, "system-not-first"),
+                (3, "system-then-assistant"),
+            ],
+        ),
         ("openai", []),
     ],
 )
@@ -566,3 +574,23 @@ def test_oracle_sends_invalid_tool_calls_like_langchain_openai() -> None:
     assert mistral_common_accepts(request) == (True, "")
     without_result = [*request[:-1], HumanMessage("next")]
     assert mistral_common_accepts(without_result)[0] is False
+
+
+def test_mistral_rejects_a_system_message_after_a_tool_message() -> None:
+    """mistral_common: "Unexpected role 'system' after role 'tool'"."""
+    from tests.oracles import mistral_common_accepts
+
+    request = [
+        HumanMessage("go"),
+        AIMessage("", tool_calls=[{"name": "grep", "args": {}, "id": "abcDEF123"}]),
+        ToolMessage("found", tool_call_id="abcDEF123"),
+        SystemMessage("be brief"),
+        HumanMessage("and now?"),
+    ]
+    accepted, reason = mistral_common_accepts(request)
+    assert not accepted and "Unexpected role" in reason
+    rules = [v.rule for v in validate_messages(request, provider="mistral")]
+    assert rules == ["system-after-assistant-or-tool"]
+    assert "system-after-assistant-or-tool" not in [
+        v.rule for v in validate_messages(request, provider="openai")
+    ]
