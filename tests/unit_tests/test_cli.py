@@ -207,13 +207,18 @@ def test_window_too_small_for_the_output_reservation_is_one_line(tmp_path: Path)
     assert_one_line_error(result.stderr, "--window", "100 - 4096 - 1024")
 
 
-def test_govern_accepts_a_provider(tmp_path: Path) -> None:
+def test_govern_applies_the_provider_profile(tmp_path: Path) -> None:
     source = write_messages(tmp_path / "in.json", BROKEN, "openai-json")
+    assert validate_messages(BROKEN, provider="mistral") != []
 
-    result = runner.invoke(app, ["govern", str(source), "--provider", "anthropic"])
+    default = runner.invoke(app, ["govern", str(source)])
+    mistral = runner.invoke(app, ["govern", str(source), "--provider", "mistral"])
 
-    assert result.exit_code == 0, result.stderr
-    assert validate_messages(parse_transcript(result.stdout).messages, provider="anthropic") == []
+    assert default.exit_code == 0 and mistral.exit_code == 0, mistral.stderr
+    governed = parse_transcript(mistral.stdout).messages
+    assert validate_messages(governed, provider="mistral") == []
+    # Only the profile rewrites tool-call ids to Mistral's 9 characters.
+    assert validate_messages(parse_transcript(default.stdout).messages, provider="mistral") != []
 
 
 def test_unknown_provider_is_a_usage_error(tmp_path: Path) -> None:
