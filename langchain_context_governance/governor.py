@@ -361,22 +361,19 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         ]
 
     def _pipeline(self) -> list[tuple[str, PassFunction]]:
-        # The provider profile runs on the request, after compaction and snipping: on the
-        # whole history its cost would grow with the history on every call. What it adds
-        # (an id and a placeholder result for a call without one, a synthetic user turn)
-        # is a few tokens, within the safety buffer. It runs before the second pairing
-        # repair, so a call it gives an id to is answered, and again last, after the
-        # alternation that its own moves may call for.
+        # The history is repaired first, where it needs it, so that what the repairs add
+        # counts against the budget. After compaction and snipping only the request is
+        # touched: snipping can break pairs and alternation, and the provider profile runs
+        # last, on the request alone (on the whole history its cost would grow with the
+        # history on every call).
         steps: list[tuple[str, PassFunction]] = [("repairs", self._repair_history)]
         if self._windows is not None:
             steps.append(("microcompact", self._compact_in_batches))
-            steps.append(("apply_provider_rules", self._apply_provider_rules))
             steps.append(("pairing", self._repair_request_pairs))
         else:
             steps.append(("microcompact", self._microcompact))
             if self._budget is not None:
                 steps.append(("snip_history", self._snip))
-            steps.append(("apply_provider_rules", self._apply_provider_rules))
             steps.extend(self._repair_passes())
         steps.append(("enforce_role_alternation", enforce_role_alternation_with_count))
         steps.append(("apply_provider_rules", self._apply_provider_rules))
