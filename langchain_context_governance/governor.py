@@ -36,7 +36,10 @@ from langchain_context_governance.passes.microcompact import (
 )
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
 from langchain_context_governance.passes.pairing import RepairCheck
-from langchain_context_governance.passes.provider_rules import apply_provider_rules_with_counts
+from langchain_context_governance.passes.provider_rules import (
+    accepts_tool_call,
+    apply_provider_rules_with_counts,
+)
 from langchain_context_governance.passes.snip import snip_history_with_count
 from langchain_context_governance.providers import PROVIDERS
 from langchain_context_governance.tokens import MessageTokenCounter, get_token_counter
@@ -189,9 +192,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     _counter: MessageTokenCounter = PrivateAttr()
     _budget: int | None = PrivateAttr(default=None)
     _windows: ReplayPool[BatchedWindow] | None = PrivateAttr(default=None)
-    _input_checks: ReplayPool[RepairCheck] = PrivateAttr(
-        default_factory=lambda: ReplayPool(RepairCheck)
-    )
+    _input_checks: ReplayPool[RepairCheck] = PrivateAttr()
     _request_checks: ReplayPool[RepairCheck] = PrivateAttr(
         default_factory=lambda: ReplayPool(RepairCheck)
     )
@@ -204,6 +205,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             self.context_window_tokens, self.max_output_tokens, self.safety_buffer
         )
         self._counter = get_token_counter(self.token_counter)
+        # A call id or tool name the profile would rewrite changes the token count, so it
+        # must be repaired before snipping.
+        accepts_call = accepts_tool_call(self.provider)
+        self._input_checks = ReplayPool(lambda: RepairCheck(accepts_call=accepts_call))
         if self.compaction == "cache_aware" and self._budget is not None:
             self._windows = ReplayPool(self._new_window)
 

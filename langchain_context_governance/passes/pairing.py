@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -15,16 +15,18 @@ class RepairCheck:
 
     Clean means: no blank text; every tool result answers a call of the assistant
     message right before its run of results, once; every call of a finished run is
-    answered and has an id; no two user or two assistant messages stand side by side;
-    the first message after the system messages comes from the user, and no system
-    message comes later. A clean history needs no repair that could add tokens after
-    snipping.
+    answered and has an id and tool name the provider accepts; no two user or two
+    assistant messages stand side by side; the first message after the system messages
+    comes from the user, and no system message comes later. A clean history needs no
+    repair that could add tokens after snipping.
 
     It holds what it learned from the history of its previous call; when the next call's
     messages extend that history, only the new messages are read.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, accepts_call: Callable[[str, str], bool] | None = None) -> None:
+        """`accepts_call(id, tool name)` says whether the provider takes a call as it is."""
+        self._accepts_call = accepts_call
         # A snapshot, not the caller's list: a caller may append to its list in place.
         self._history: list[BaseMessage] = []
         self._declared: set[str] = set()
@@ -69,7 +71,12 @@ class RepairCheck:
     def _read_calls(self, message: AIMessage) -> None:
         if any(not call.get("id") for call in message.tool_calls):
             self._clean = False
-        calls = [call_id for call_id, _ in iter_declared_tool_calls(message)]
+        declared = list(iter_declared_tool_calls(message))
+        if self._accepts_call is not None and not all(
+            self._accepts_call(call_id, name) for call_id, name in declared
+        ):
+            self._clean = False
+        calls = [call_id for call_id, _ in declared]
         if self._declared.intersection(calls) or len(set(calls)) != len(calls):
             self._clean = False
         self._declared.update(calls)

@@ -295,6 +295,18 @@ def _give_tool_calls_legal_ids(
     return answered, changed + backfilled
 
 
+def accepts_tool_call(provider: str) -> Callable[[str, str], bool]:
+    """Whether `provider` takes a tool call with this id and tool name as they are."""
+    profile = _profile_named(provider)
+
+    def accepts(call_id: str, name: str) -> bool:
+        if not profile.accepts_tool_call_id(call_id):
+            return False
+        return not profile.legal_tool_names or legal_tool_name(name) == name
+
+    return accepts
+
+
 def legal_tool_name(name: str | None) -> str:
     """`name` with every character Mistral rejects replaced by '_', cut to 64 characters."""
     legal = _NAME_CHARACTER_NOT_ALLOWED.sub("_", name or "")[:_MAX_TOOL_NAME_LENGTH]
