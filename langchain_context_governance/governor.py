@@ -319,16 +319,6 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             figures["tokens_after"] = self.count_tokens(governed)
         return figures
 
-    def _repair_pairs(
-        self, messages: list[BaseMessage]
-    ) -> tuple[list[BaseMessage], dict[str, int]]:
-        kept, dropped = drop_orphan_tool_results_with_count(messages)
-        filled, backfilled = backfill_missing_tool_results_with_count(kept)
-        return filled, {
-            "drop_orphan_tool_results": dropped,
-            "backfill_missing_tool_results": backfilled,
-        }
-
     def _repair_history(
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
@@ -341,7 +331,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         """
         if not self._input_checks.run(messages, lambda check: check.needs_repair(messages)):
             return messages, _NO_REPAIRS
-        repaired, changes = self._repair_pairs(messages)
+        repaired, changes = _run_steps(messages, self._repair_passes())
         return _run_steps(
             repaired,
             [
@@ -357,7 +347,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         """Orphans and backfill on the request, skipped when its pairs are in order."""
         if not self._request_checks.run(messages, lambda check: check.needs_repair(messages)):
             return messages, _NO_REPAIRS
-        return self._repair_pairs(messages)
+        return _run_steps(messages, self._repair_passes())
 
     def _repair_passes(self) -> list[tuple[str, PassFunction]]:
         return [
