@@ -471,6 +471,27 @@ def _steps(profile: _Profile) -> list[tuple[str, Step]]:
     return steps
 
 
+def apply_message_rules_with_count(
+    messages: list[BaseMessage], *, provider: str
+) -> tuple[list[BaseMessage], int]:
+    """Only `provider`'s repairs of single messages: call ids, tool names, blank text.
+
+    For a part of a history (one tool-call group): the rules that look at the order of
+    messages (system messages in front, alternation) need the whole request.
+    """
+    profile = _profile_named(provider)
+    steps: list[Step] = [functools.partial(_give_tool_calls_legal_ids, profile=profile)]
+    if profile.legal_tool_names:
+        steps.append(_give_tools_legal_names)
+    if profile.no_blank_content:
+        steps.append(_drop_blank_content)
+    output, changed = messages, 0
+    for step in steps:
+        output, count = step(output)
+        changed += count
+    return output, changed
+
+
 def apply_provider_rules_with_counts(
     messages: list[BaseMessage], *, provider: str
 ) -> tuple[list[BaseMessage], dict[str, int]]:

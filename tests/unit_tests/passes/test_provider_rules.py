@@ -356,16 +356,22 @@ def test_anthropic_first_message_is_a_user_even_before_a_tool_call() -> None:
     assert [m.type for m in out] == ["system", "human", "ai", "tool"]
 
 
-def test_anthropic_result_separated_from_its_call_moves_back() -> None:
-    """Anthropic: "`tool_use` ids were found without `tool_result` blocks immediately after"."""
+def test_anthropic_result_after_the_conversation_moved_on_answers_nothing() -> None:
+    """Anthropic: "`tool_use` ids were found without `tool_result` blocks immediately after".
+
+    The governor decides each group once: the call was answered with the placeholder
+    when the user spoke, and the late result is dropped rather than rewrite that prefix.
+    """
     history = [HumanMessage("go"), ai_calls(call("c1")), HumanMessage("hurry"), result("c1", "r")]
+    report = ContextGovernor(provider="anthropic").govern(history).report
     out = governed(history, "anthropic")
     assert [(m.type, m.content) for m in out] == [
         ("human", "go"),
         ("ai", ""),
-        ("tool", "r"),
+        ("tool", BACKFILL_CONTENT),
         ("human", "hurry"),
     ]
+    assert report.changes["drop_orphan_tool_results"] == 1
 
 
 # --- GLM and Gemini --------------------------------------------------------------------
