@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
 from langchain_core.language_models import BaseLanguageModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableSerializable
@@ -366,6 +366,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 steps.append(("snip_history", self._snip))
             request, changes = _run_steps(history.to_list(), steps, changes)
         request, changes = _run_steps(request, self._request_repairs(), changes)
+        if not request and any(not isinstance(m, ToolMessage) for m in messages):
+            # Only blank messages were left; a request needs something to answer.
+            request = [HumanMessage(SYNTHETIC_USER_CONTENT)]
+            changes["apply_provider_rules"] = changes.get("apply_provider_rules", 0) + 1
         return request, changes, plan
 
     def _repair_group(

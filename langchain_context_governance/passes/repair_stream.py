@@ -12,8 +12,8 @@ right after it) and decides each group's repairs once:
   provider takes, where it would rewrite them;
 - between groups: a user message right after a user message, or an assistant message
   right after a plain assistant message, is merged into it
-  (`enforce_role_alternation`), and a synthetic user turn opens a conversation whose
-  first turn is the assistant's.
+  (`enforce_role_alternation`); a synthetic user turn opens a conversation whose first
+  turn is the assistant's, and separates two responses that cannot be merged.
 
 A group's decisions are final once the next group begins and cannot be merged into it;
 the last groups stay pending and are decided again on each call. Because the decisions
@@ -219,9 +219,14 @@ class RepairStream:
                 pending.add_changes({ALTERNATION_PASS_NAME: 1})
                 repaired, sources = repaired[1:], sources[1:]
             else:
+                after_assistant = bool(pending.messages) and isinstance(
+                    pending.messages[-1], AIMessage
+                )
                 self._make_final(pending, messages, read_up_to=start)
                 pending = _Pending()
-                if not opened and isinstance(head, AIMessage):
+                if isinstance(head, AIMessage) and (after_assistant or not opened):
+                    # Two responses that cannot merge (signed thinking) get a user turn
+                    # between them, as does an assistant turn that opens the conversation.
                     repaired = [_synthetic_user_before(head, start), *repaired]
                     sources = [_MADE, *sources]
                     pending.add_changes({ALTERNATION_PASS_NAME: 1})
@@ -273,7 +278,7 @@ def _source_of(message: BaseMessage, messages: Sequence[BaseMessage], start: int
 
 
 def _synthetic_user_before(head: AIMessage, index: int) -> HumanMessage:
-    """The user turn that opens a conversation whose first turn is the assistant's.
+    """The user turn before an assistant turn that opens the conversation or follows one.
 
     Its id is derived from the assistant message, so every call makes the same message.
     """
