@@ -1,4 +1,5 @@
-"""The whole benchmark in one process: timings, then the tool-loop simulation."""
+"""The whole benchmark in one process: timings, the tool-loop simulation, then many
+conversations on one governor."""
 
 from __future__ import annotations
 
@@ -10,6 +11,14 @@ import time
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
+from benchmarks.concurrency import (
+    CONCURRENCY_WINDOW_TOKENS,
+    CONVERSATION_COUNTS,
+    ITERATIONS_PER_CONVERSATION,
+    concurrency_table,
+    concurrency_targets,
+    run_conversations,
+)
 from benchmarks.histories import build_history, build_tool_loop, history_stats
 from benchmarks.loop import (
     CACHED_TOKEN_PRICE,
@@ -190,6 +199,31 @@ def simulate_policies(arguments: argparse.Namespace, seed: int) -> list[LoopResu
     return results
 
 
+def run_concurrency(arguments: argparse.Namespace) -> list[Target]:
+    counts = arguments.conversations
+    if arguments.quick and counts == list(CONVERSATION_COUNTS):
+        counts = [1, 10]
+    print(
+        f"\n## Interleaved conversations on one governor (window {CONCURRENCY_WINDOW_TOKENS:,} "
+        f"tokens, {arguments.conversation_iterations} tool iterations each, round-robin)\n"
+    )
+    results = []
+    for count in counts:
+        _progress(f"playing {count} interleaved conversations")
+        results.append(
+            run_conversations(
+                count,
+                iterations=arguments.conversation_iterations,
+                seed=arguments.seed,
+                measure_memory=True,
+            )
+        )
+    print(concurrency_table(results))
+    targets = concurrency_targets(results)
+    print("\n" + render_targets(targets))
+    return targets
+
+
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
@@ -200,9 +234,16 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--loop-seeds", type=int, default=LOOP_SEEDS, help="loops simulated, seed after seed"
     )
-    parser.add_argument("--quick", action="store_true", help="few repetitions, for a smoke run")
+    parser.add_argument("--conversations", type=int, nargs="+", default=list(CONVERSATION_COUNTS))
+    parser.add_argument("--conversation-iterations", type=int, default=ITERATIONS_PER_CONVERSATION)
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="few repetitions and only 1 and 10 conversations, for a smoke run",
+    )
     parser.add_argument("--skip-timing", action="store_true")
     parser.add_argument("--skip-loop", action="store_true")
+    parser.add_argument("--skip-concurrency", action="store_true")
     return parser.parse_args(argv)
 
 
@@ -221,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         targets += run_timings(arguments)
     if not arguments.skip_loop:
         targets += run_loop(arguments)
+    if not arguments.skip_concurrency and governor_available():
+        targets += run_concurrency(arguments)
     print("\n## Targets\n")
     print(render_targets(targets))
     print(f"\nTotal wall time: {time.perf_counter() - started:.0f} s")
