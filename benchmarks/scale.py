@@ -168,26 +168,28 @@ class GovernedCall:
     request: list[BaseMessage]
     seconds: float
     changed: bool
+    prefix_known: bool
 
 
 # The `govern` calls of the node running in this task: wall time around the node would
 # also count the other threads' work done while the node awaits its callbacks.
-_govern_seconds: contextvars.ContextVar[list[float]] = contextvars.ContextVar("govern_seconds")
+_governed: contextvars.ContextVar[list[tuple[float, Any]]] = contextvars.ContextVar("governed")
 
 
 @contextlib.contextmanager
 def timing_govern_calls() -> Iterator[None]:
-    """Time every `ContextGovernor.govern` call into the current task's list."""
+    """Record every `ContextGovernor.govern` call (seconds, result) in the current task's
+    list."""
     govern = ContextGovernor.govern
 
     def timed_govern(governor: ContextGovernor, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
-        try:
-            return govern(governor, *args, **kwargs)
-        finally:
-            spent = _govern_seconds.get(None)
-            if spent is not None:
-                spent.append(time.perf_counter() - started)
+        result = govern(governor, *args, **kwargs)
+        seconds = time.perf_counter() - started
+        governed = _governed.get(None)
+        if governed is not None:
+            governed.append((seconds, result))
+        return result
 
     ContextGovernor.govern = timed_govern  # type: ignore[method-assign]
     try:
@@ -208,17 +210,20 @@ class TimedGovernance:
         self._hook = self.governor.as_pre_model_hook()
 
     async def node(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        spent: list[float] = []
-        _govern_seconds.set(spent)
+        governed: list[tuple[float, Any]] = []
+        _governed.set(governed)
         update = await self._hook.ainvoke(state, config)
-        if not spent:
+        if not governed:
             raise RuntimeError("the pre-model node made no ContextGovernor.govern call to time")
-        seconds = sum(spent)
+        seconds = sum(spent for spent, _ in governed)
+        prefix_known = governed[-1][1].report.unchanged_prefix_messages is not None
         thread = str(config.get("configurable", {}).get("thread_id"))
         request = update["llm_input_messages"]
         changed = wire(request) != wire(state["messages"])
         self.calls.append(
-            GovernedCall(thread, self.turn, len(state["messages"]), request, seconds, changed)
+            GovernedCall(
+                thread, self.turn, len(state["messages"]), request, seconds, changed, prefix_known
+            )
         )
         return update
 
@@ -348,6 +353,7 @@ async def run_scale(conninfo: str, settings: ScaleSettings, workspace: Path) -> 
         f"{statistics.median(c.seconds for c in new.calls) * 1000:.3g} ms "
         f"({len(new.calls)} calls)"
     )
+    print(_prefix_unknown([*old.calls, *new.calls]))
     description = f"governance p50 at {settings.threads} threads <= {TIMING_RATIO_LIMIT:g} x at 1"
     ratio = many / solo
     targets.append(
@@ -358,6 +364,22 @@ async def run_scale(conninfo: str, settings: ScaleSettings, workspace: Path) -> 
         )
     )
     return targets
+
+
+def _prefix_unknown(calls: Sequence[GovernedCall]) -> str:
+    """How many calls after a thread's first on each governor (one a turn here) did not
+    know the unchanged prefix."""
+    seen: set[tuple[str, int]] = set()
+    later = unknown = 0
+    for call in calls:
+        if (call.thread, call.turn) in seen:
+            later += 1
+            unknown += not call.prefix_known
+        seen.add((call.thread, call.turn))
+    return (
+        f"report.unchanged_prefix_messages unknown on {unknown} of {later} calls "
+        "after a thread's first on each governor"
+    )
 
 
 def _p99(values: Sequence[float]) -> float:
