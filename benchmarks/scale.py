@@ -52,6 +52,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool
 
+from benchmarks.concurrency import govern_by_thread
 from benchmarks.postgres import throwaway_cluster
 from benchmarks.report import Target, render_targets
 from langchain_context_governance import ContextGovernor
@@ -474,16 +475,17 @@ def _same_after_restart(
     for call in [*old.calls, *new.calls]:
         last_calls[(call.thread, call.turn)] = call
     for (thread, turn), call in last_calls.items():
-        restarted = make_governor(model, tools)
-        again = restarted.govern(stored[thread][: call.history_length]).messages
+        restarted = govern_by_thread(make_governor(model, tools))
+        again = restarted(stored[thread][: call.history_length], thread).messages
         checked += 1
         if wire(again) != wire(call.request):
             differences.append(f"{thread} turn {turn}, a new governor")
     first_after_restart: dict[str, GovernedCall] = {}
     for call in new.calls:
         first_after_restart.setdefault(call.thread, call)
+    old_governor = govern_by_thread(old.governor)
     for thread, call in first_after_restart.items():
-        again = old.governor.govern(stored[thread][: call.history_length]).messages
+        again = old_governor(stored[thread][: call.history_length], thread).messages
         checked += 1
         if wire(again) != wire(call.request):
             differences.append(f"{thread} turn 2, the old governor")
