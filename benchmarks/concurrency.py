@@ -39,6 +39,7 @@ __all__ = [
     "ConcurrencyResult",
     "concurrency_table",
     "concurrency_targets",
+    "govern_by_thread",
     "run_conversations",
 ]
 

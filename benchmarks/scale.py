@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import contextlib
 import contextvars
+import functools
 import re
 import statistics
 import sys
@@ -183,6 +184,8 @@ def timing_govern_calls() -> Iterator[None]:
     list."""
     govern = ContextGovernor.govern
 
+    # wraps: the signature stays the governor's, so callers still see its keywords.
+    @functools.wraps(govern)
     def timed_govern(governor: ContextGovernor, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         result = govern(governor, *args, **kwargs)
