@@ -42,6 +42,7 @@ from langchain_context_governance.passes.provider_rules import (
 )
 from langchain_context_governance.passes.snip import snip_history_with_count
 from langchain_context_governance.providers import PROVIDERS
+from langchain_context_governance.templates import rules_for_chat_template
 from langchain_context_governance.tokens import MessageTokenCounter, get_token_counter
 
 logger = logging.getLogger(__name__)
@@ -184,6 +185,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     token_counter: Any = "approximate"
     tools: Sequence[Any] | None = None
     provider: str = "openai"
+    chat_template: str | None = None
     compaction: Literal["cache_aware", "keep_recent"] = "cache_aware"
     high_watermark: float = DEFAULT_HIGH_WATERMARK
     low_watermark: float = DEFAULT_LOW_WATERMARK
@@ -191,6 +193,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
 
     _counter: MessageTokenCounter = PrivateAttr()
     _budget: int | None = PrivateAttr(default=None)
+    # Rules the chat template needs beyond the provider profile (probed once per template).
+    _template_rules: tuple[str, ...] = PrivateAttr(default=())
     _windows: ReplayPool[BatchedWindow] | None = PrivateAttr(default=None)
     _input_checks: ReplayPool[RepairCheck] = PrivateAttr()
     _request_checks: ReplayPool[RepairCheck] = PrivateAttr(
@@ -207,7 +211,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         self._counter = get_token_counter(self.token_counter)
         # A call id or tool name the profile would rewrite changes the token count, so it
         # must be repaired before snipping.
-        accepts_call = accepts_tool_call(self.provider)
+        if self.chat_template is not None:
+            self._template_rules = rules_for_chat_template(self.chat_template)
+        accepts_call = accepts_tool_call(self.provider, extra_rules=self._template_rules)
         self._input_checks = ReplayPool(lambda: RepairCheck(accepts_call=accepts_call))
         if self.compaction == "cache_aware" and self._budget is not None:
             self._windows = ReplayPool(self._new_window)
@@ -377,7 +383,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     def _apply_provider_rules(
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        return apply_provider_rules_with_counts(messages, provider=self.provider)
+        return apply_provider_rules_with_counts(
+            messages, provider=self.provider, extra_rules=self._template_rules
+        )
 
     def _microcompact(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
         return microcompact_with_count(
