@@ -39,6 +39,7 @@ from langchain_context_governance.passes.pairing import RepairCheck
 from langchain_context_governance.passes.provider_rules import (
     accepts_tool_call,
     apply_provider_rules_with_counts,
+    breaks_provider_rules_at,
 )
 from langchain_context_governance.passes.snip import snip_history_with_count
 from langchain_context_governance.providers import PROVIDERS
@@ -214,7 +215,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         if self.chat_template is not None:
             self._template_rules = rules_for_chat_template(self.chat_template)
         accepts_call = accepts_tool_call(self.provider, extra_rules=self._template_rules)
-        self._input_checks = ReplayPool(lambda: RepairCheck(accepts_call=accepts_call))
+        breaks_at = breaks_provider_rules_at(self.provider, extra_rules=self._template_rules)
+        self._input_checks = ReplayPool(
+            lambda: RepairCheck(accepts_call=accepts_call, breaks_at=breaks_at)
+        )
         if self.compaction == "cache_aware" and self._budget is not None:
             self._windows = ReplayPool(self._new_window)
 

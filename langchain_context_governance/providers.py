@@ -28,8 +28,11 @@ def validate_messages(
     An empty list means the provider accepts the request. Nothing is changed: the
     validator only reads. `provider` is one of `PROVIDERS`. With `chat_template` (the
     Jinja text of a model's chat template, as vLLM, llama.cpp or transformers apply it;
-    needs the `templates` extra), the request is also rendered through the template and
-    the template's own error, if any, is reported as rule "chat-template" at index -1.
+    needs the `templates` extra), the rules the template needs (what
+    `ContextGovernor(chat_template=...)` repairs) are checked too, and the request is
+    rendered through the template: its own error, if any, is rule "chat-template" at
+    index -1. A template that is not Jinja, or rejects even a plain conversation, is a
+    ValueError.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -40,14 +43,19 @@ def validate_messages(
         >>> validate_messages([*asked, ToolMessage("3 results", tool_call_id="call_1")])
         []
     """
-    rules = rules_named(provider)
     request = as_message_list(messages)
     template_violations: list[Violation] = []
+    template_rules: tuple[str, ...] = ()
     if chat_template is not None:
-        from langchain_context_governance.templates import chat_template_violation
+        from langchain_context_governance.templates import (
+            chat_template_violation,
+            rules_for_chat_template,
+        )
 
+        template_rules = rules_for_chat_template(chat_template)
         violation = chat_template_violation(chat_template, request)
         template_violations = [] if violation is None else [violation]
+    rules = rules_named(provider, template_rules)
     empty = [
         violation
         for rule in rules

@@ -32,6 +32,7 @@ from langchain_context_governance.passes import provider_repairs as repairs
 from langchain_context_governance.passes.alternation import (
     SYNTHETIC_USER_CONTENT,
     enforce_role_alternation_with_count,
+    insert_user_before_leading_assistant,
 )
 from langchain_context_governance.passes.backfill import backfill_missing_tool_results_with_count
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
@@ -71,7 +72,10 @@ class Rule:
     check reports. `prevents` quotes the provider and `source` says where the quote is
     from. `repair` returns the request and how many messages it changed (the very same
     list when nothing needs changing), reported under `reported_as`. `accepts_call`, where
-    set, says whether a tool call with this id and tool name is left as it is.
+    set, says whether a tool call with this id and tool name is left as it is;
+    `breaks_at(previous, message)`, where set, whether a message breaks the rule where it
+    stands, so the governor can repair a history before snipping it (repairs that add
+    tokens must count against the budget).
     """
 
     name: str
@@ -83,6 +87,7 @@ class Rule:
     profiles: frozenset[str]
     reported_as: str = PASS_NAME
     accepts_call: Callable[[str, str], bool] | None = None
+    breaks_at: Callable[[BaseMessage | None, BaseMessage], bool] | None = None
 
 
 # --- checks ---------------------------------------------------------------------------------
@@ -589,6 +594,13 @@ def _any_id(call_id: str) -> bool:
 
 _move_late_systems_to_front = functools.partial(repairs.move_systems_to_front, all_late=True)
 
+
+def _repair_system_then_assistant(messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
+    moved, moved_count = _move_late_systems_to_front(messages)
+    opened, opened_count = insert_user_before_leading_assistant(moved)
+    return opened, moved_count + opened_count
+
+
 # --- the table ------------------------------------------------------------------------------
 
 _HOSTED = ("openai", "anthropic", "gemini", "glm", "mistral")
@@ -641,6 +653,9 @@ RULES: tuple[Rule, ...] = (
         check=_check_tool_use_blocks_declared,
         repair=repairs.declare_tool_use_blocks_as_tool_calls,
         profiles=_EVERY - {"anthropic"},
+        breaks_at=lambda previous, message: (
+            isinstance(message, AIMessage) and bool(repairs.undeclared_tool_use_blocks(message))
+        ),
     ),
     Rule(
         name="tool-call-ids",
@@ -730,6 +745,9 @@ RULES: tuple[Rule, ...] = (
         check=_check_no_invalid_tool_calls,
         repair=repairs.send_invalid_tool_calls_as_tool_calls,
         profiles=_in("gemini", "strict"),
+        breaks_at=lambda previous, message: (
+            isinstance(message, AIMessage) and bool(message.invalid_tool_calls)
+        ),
     ),
     Rule(
         name="one-tool-call-per-message",
@@ -740,6 +758,10 @@ RULES: tuple[Rule, ...] = (
         check=_check_one_call_per_message,
         repair=repairs.split_parallel_tool_calls,
         profiles=_in("llama3"),
+        breaks_at=lambda previous, message: (
+            isinstance(message, AIMessage)
+            and len(message.tool_calls) + len(message.invalid_tool_calls) > 1
+        ),
     ),
     Rule(
         name="no-tool-role",
@@ -750,6 +772,7 @@ RULES: tuple[Rule, ...] = (
         check=_check_no_tool_role,
         repair=repairs.write_tool_traffic_as_text,
         profiles=_in("gemma"),
+        breaks_at=lambda previous, message: bool(_check_no_tool_role([message])),
     ),
     Rule(
         name="non-empty-content",
@@ -806,7 +829,7 @@ RULES: tuple[Rule, ...] = (
             "Assistant message {index} directly follows system message {previous_index}; "
             "this provider rejects it (GLM error 1214).",
         ),
-        repair=_move_late_systems_to_front,
+        repair=_repair_system_then_assistant,
         profiles=_in("glm", "strict"),
     ),
     Rule(
@@ -819,6 +842,7 @@ RULES: tuple[Rule, ...] = (
         check=_check_one_leading_system,
         repair=repairs.merge_system_messages,
         profiles=_in("qwen", "mistral_template", "llama3", "strict"),
+        breaks_at=lambda previous, message: previous is not None and is_system(message),
     ),
     Rule(
         name="no-system-role",
@@ -828,6 +852,7 @@ RULES: tuple[Rule, ...] = (
         check=_check_no_system_role,
         repair=repairs.fold_system_messages_into_first_user,
         profiles=_in("gemma"),
+        breaks_at=lambda previous, message: is_system(message),
     ),
     Rule(
         name="turn-order",
@@ -866,6 +891,9 @@ RULES: tuple[Rule, ...] = (
         ),
         repair=repairs.put_assistant_turn_after_tool_results,
         profiles=_in("mistral", "mistral_template", "strict"),
+        breaks_at=lambda previous, message: (
+            previous is not None and is_tool_result(previous) and is_user(message)
+        ),
     ),
     Rule(
         name="request-has-a-turn",

@@ -31,6 +31,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.messages.tool import invalid_tool_call
 
 from langchain_context_governance.rules import Violation
 
@@ -292,6 +293,20 @@ _SHAPES: tuple[_Shape, ...] = (
         "empty content",
         (HumanMessage("Hi."), AIMessage(""), HumanMessage("Hello?")),
         ("non-empty-content",),
+    ),
+    _Shape(
+        "an invalid tool call (arguments that are not JSON)",
+        (
+            HumanMessage("Search."),
+            AIMessage(
+                "",
+                invalid_tool_calls=[
+                    invalid_tool_call(name="search", args="{oops", id=_ID_1, error="bad JSON")
+                ],
+            ),
+            ToolMessage("Error: arguments are not JSON", tool_call_id=_ID_1, name="search"),
+        ),
+        ("no-invalid-tool-calls",),
     ),
     _Shape(
         "a tool-call id that is not 9 letters or digits",

@@ -24,9 +24,16 @@ class RepairCheck:
     messages extend that history, only the new messages are read.
     """
 
-    def __init__(self, *, accepts_call: Callable[[str, str], bool] | None = None) -> None:
-        """`accepts_call(id, tool name)` says whether the provider takes a call as it is."""
+    def __init__(
+        self,
+        *,
+        accepts_call: Callable[[str, str], bool] | None = None,
+        breaks_at: Callable[[BaseMessage | None, BaseMessage], bool] | None = None,
+    ) -> None:
+        """`accepts_call(id, tool name)` says whether the provider takes a call as it is;
+        `breaks_at(previous, message)` whether a message breaks a provider rule there."""
         self._accepts_call = accepts_call
+        self._breaks_at = breaks_at
         # A snapshot, not the caller's list: a caller may append to its list in place.
         self._history: list[BaseMessage] = []
         self._declared: set[str] = set()
@@ -55,6 +62,8 @@ class RepairCheck:
     def _read(self, message: BaseMessage) -> None:
         if self._clean:
             self._clean = self._fits_after(self._previous, message) and not _has_blank_text(message)
+        if self._clean and self._breaks_at is not None:
+            self._clean = not self._breaks_at(self._previous, message)
         self._previous = message
         if isinstance(message, ToolMessage):
             if message.tool_call_id in self._open:

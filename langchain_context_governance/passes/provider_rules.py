@@ -31,6 +31,7 @@ __all__ = [
     "apply_provider_rules",
     "apply_provider_rules_with_count",
     "apply_provider_rules_with_counts",
+    "breaks_provider_rules_at",
     "legal_tool_name",
     "stable_tool_call_id",
 ]
@@ -50,6 +51,24 @@ def accepts_tool_call(
         return all(check(call_id, name) for check in checks)
 
     return accepts
+
+
+def breaks_provider_rules_at(
+    provider: str, *, extra_rules: Collection[str] = ()
+) -> Callable[[BaseMessage | None, BaseMessage], bool]:
+    """Whether a message breaks a rule of `provider` (with `extra_rules`) where it stands.
+
+    Covers the rules whose repairs add or move messages beyond what every profile does,
+    so a history that breaks one is repaired before it is snipped.
+    """
+    checks = [
+        rule.breaks_at for rule in rules_named(provider, extra_rules) if rule.breaks_at is not None
+    ]
+
+    def breaks(previous: BaseMessage | None, message: BaseMessage) -> bool:
+        return any(check(previous, message) for check in checks)
+
+    return breaks
 
 
 def apply_provider_rules_with_counts(
