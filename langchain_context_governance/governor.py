@@ -254,7 +254,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         The window is `chat_model.profile["max_input_tokens"]`; the output reservation
         is the model's own `max_tokens` setting where set, else
         `profile["max_output_tokens"]`. Tokens are counted with the model where it
-        supports counting. `bind_tools` bindings are unwrapped. `overrides` win.
+        supports counting, and the model's tokenizer's chat template is probed where it has
+        one. `bind_tools` bindings are unwrapped. `overrides` win.
         """
         model = _unwrap_model(chat_model)
         profile = getattr(model, "profile", None) or {}
@@ -271,6 +272,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             settings["max_output_tokens"] = int(profile["max_output_tokens"])
         if isinstance(model, BaseLanguageModel):
             settings["token_counter"] = model
+        # e.g. ChatHuggingFace: the tokenizer's Jinja chat template.
+        chat_template = getattr(getattr(model, "tokenizer", None), "chat_template", None)
+        if isinstance(chat_template, str):
+            settings["chat_template"] = chat_template
         settings.update(overrides)
         return cls(**settings)
 

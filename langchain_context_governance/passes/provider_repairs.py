@@ -456,7 +456,9 @@ def declare_tool_use_blocks_as_tool_calls(
             return message
         calls = {id(block): _call_from_block(block) for block in missing}
         content = [
-            {**block, "id": calls[id(block)]["id"]} if id(block) in calls else block
+            {**block, "id": calls[id(block)]["id"]}
+            if isinstance(block, dict) and id(block) in calls
+            else block
             for block in message.content
         ]
         tool_calls = [*message.tool_calls, *calls.values()]
@@ -536,10 +538,10 @@ def _piece(message: AIMessage, call_id: str | None, *, first: bool) -> AIMessage
             for block in message.content
             if _is_tool_use(block, call_id) or (first and not _is_tool_use(block))
         ]
-    update = {"tool_calls": tool_calls, "invalid_tool_calls": invalid, "content": content}
     if first:
+        update = {"tool_calls": tool_calls, "invalid_tool_calls": invalid, "content": content}
         return message.model_copy(update=update)
-    return AIMessage(**update)
+    return AIMessage(content=content, tool_calls=tool_calls, invalid_tool_calls=invalid)
 
 
 def _split_run(message: AIMessage, results: list[BaseMessage]) -> list[BaseMessage]:

@@ -226,3 +226,19 @@ def test_cli_check_with_a_chat_template(tmp_path: Path) -> None:
     assert "single tool-calls" in with_template.stdout
     assert "parallel-tool-calls" in with_template.stdout
     assert missing.exit_code == EXIT_BAD_INPUT and "--chat-template" in missing.stderr
+
+
+def test_from_model_probes_the_chat_template_of_the_models_tokenizer() -> None:
+    from langchain_context_governance.testing import ScriptedChatModel
+
+    class Tokenizer:
+        chat_template = template("meta-llama-Llama-3.1-8B-Instruct")
+
+    class LocalModel(ScriptedChatModel):
+        tokenizer: Any = Tokenizer()
+
+    governor = ContextGovernor.from_model(LocalModel([]))
+    assert governor.chat_template == Tokenizer.chat_template
+    governed = governor.invoke(REJECTED_SHAPE["one-tool-call-per-message"])
+    assert [m.type for m in governed] == ["human", "ai", "tool", "ai", "tool"]
+    assert ContextGovernor.from_model(ScriptedChatModel([])).chat_template is None
