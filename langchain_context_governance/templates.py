@@ -189,10 +189,9 @@ def render_chat_template(chat_template: str, messages: Sequence[BaseMessage]) ->
 
 
 def _render_error(chat_template: str, messages: Sequence[BaseMessage]) -> str | None:
+    _compile(chat_template)  # not Jinja, or no jinja2: a setting error, raised as such
     try:
         render_chat_template(chat_template, messages)
-    except (ValueError, ImportError):
-        raise
     except Exception as error:  # the template's own error, whatever its type
         return f"{type(error).__name__}: {error}"
     return None
