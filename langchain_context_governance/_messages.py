@@ -25,7 +25,6 @@ __all__ = [
     "content_fingerprint",
     "content_text_length",
     "declared_tool_call_ids",
-    "has_blank_text",
     "has_tool_calls",
     "is_assistant",
     "is_system",
@@ -175,22 +174,3 @@ def content_fingerprint(message: BaseMessage) -> int:
 def message_fingerprint(message: BaseMessage) -> int:
     """`content_fingerprint` plus the message id: what tells two history entries apart."""
     return hash((content_fingerprint(message), message.id))
-
-
-def has_blank_text(message: BaseMessage) -> bool:
-    """Blank text that a provider profile would remove, or turn into a synthetic turn."""
-    content = message.content
-    if isinstance(content, str):
-        plain = not isinstance(message, ToolMessage) and not (
-            isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls)
-        )
-        return plain and not content.strip()
-    return not content or any(
-        (isinstance(block, str) and not block.strip())
-        or (
-            isinstance(block, dict)
-            and block.get("type") == "text"
-            and not str(block.get("text") or "").strip()
-        )
-        for block in content
-    )

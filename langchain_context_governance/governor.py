@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
 from langchain_core.language_models import BaseLanguageModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableSerializable
@@ -17,8 +17,6 @@ from pydantic import ConfigDict, PrivateAttr
 
 from langchain_context_governance._messages import (
     as_message_list,
-    has_blank_text,
-    iter_declared_tool_calls,
 )
 from langchain_context_governance.conversation import (
     DEFAULT_MAX_CONVERSATIONS,
@@ -45,13 +43,13 @@ from langchain_context_governance.passes.microcompact import (
 )
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
 from langchain_context_governance.passes.provider_rules import (
-    accepts_tool_call,
-    apply_message_rules_with_count,
+    apply_group_rules_with_count,
     apply_provider_rules_with_counts,
 )
 from langchain_context_governance.passes.repair_stream import RepairStream
 from langchain_context_governance.passes.snip import snip_history_with_count
 from langchain_context_governance.providers import PROVIDERS
+from langchain_context_governance.templates import rules_for_chat_template
 from langchain_context_governance.tokens import MessageTokenCounter, get_token_counter
 
 logger = logging.getLogger(__name__)
@@ -201,6 +199,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     token_counter: Any = "approximate"
     tools: Sequence[Any] | None = None
     provider: str = "openai"
+    chat_template: str | None = None
     compaction: Literal["cache_aware", "keep_recent"] = "cache_aware"
     high_watermark: float = DEFAULT_HIGH_WATERMARK
     low_watermark: float = DEFAULT_LOW_WATERMARK
@@ -209,7 +208,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
 
     _counter: MessageTokenCounter = PrivateAttr()
     _budget: int | None = PrivateAttr(default=None)
-    _accepts_call: Callable[[str, str], bool] = PrivateAttr()
+    # Rules the chat template needs beyond the provider profile (probed once per template).
+    _template_rules: tuple[str, ...] = PrivateAttr(default=())
     _conversations: Conversations = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
@@ -218,7 +218,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             self.context_window_tokens, self.max_output_tokens, self.safety_buffer
         )
         self._counter = get_token_counter(self.token_counter)
-        self._accepts_call = accepts_tool_call(self.provider)
+        if self.chat_template is not None:
+            self._template_rules = rules_for_chat_template(self.chat_template)
         self._conversations = Conversations(
             self._new_conversation, max_conversations=self.max_conversations
         )
@@ -260,7 +261,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         The window is `chat_model.profile["max_input_tokens"]`; the output reservation
         is the model's own `max_tokens` setting where set, else
         `profile["max_output_tokens"]`. Tokens are counted with the model where it
-        supports counting. `bind_tools` bindings are unwrapped. `overrides` win.
+        supports counting, and the model's tokenizer's chat template is probed where it has
+        one. `bind_tools` bindings are unwrapped. `overrides` win.
         """
         model = _unwrap_model(chat_model)
         profile = getattr(model, "profile", None) or {}
@@ -277,6 +279,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             settings["max_output_tokens"] = int(profile["max_output_tokens"])
         if isinstance(model, BaseLanguageModel):
             settings["token_counter"] = model
+        # e.g. ChatHuggingFace: the tokenizer's Jinja chat template.
+        chat_template = getattr(getattr(model, "tokenizer", None), "chat_template", None)
+        if isinstance(chat_template, str):
+            settings["chat_template"] = chat_template
         settings.update(overrides)
         return cls(**settings)
 
@@ -375,28 +381,18 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     def _repair_group(
         self, group: list[BaseMessage]
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        """Pairs of one group, after the provider profile where it would change the group.
+        """One group's provider rules that need only the group, then its pairs.
 
-        A call without an id cannot be answered, and a rewritten id or tool name, or blank
-        text the profile removes, changes the token count, so the profile runs on such a
-        group before pairing and cutting.
+        A call without an id cannot be answered, and a rewritten id or tool name, blank
+        text removed or a parallel call split changes the token count, so these run on
+        the history, before cutting.
         """
-        steps = list(_PAIR_REPAIRS)
-        if has_blank_text(group[0]) or self._needs_call_renaming(group[0]):
-            steps.insert(0, ("apply_provider_rules", self._apply_message_rules))
+        steps = [("apply_provider_rules", self._apply_group_rules), *_PAIR_REPAIRS]
         return _run_steps(group, steps)
 
-    def _apply_message_rules(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
-        return apply_message_rules_with_count(messages, provider=self.provider)
-
-    def _needs_call_renaming(self, head: BaseMessage) -> bool:
-        if not isinstance(head, AIMessage):
-            return False
-        ids = [call.get("id") for call in [*head.tool_calls, *head.invalid_tool_calls]]
-        if not all(ids) or len(set(ids)) != len(ids):
-            return True
-        return not all(
-            self._accepts_call(call_id, name) for call_id, name in iter_declared_tool_calls(head)
+    def _apply_group_rules(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
+        return apply_group_rules_with_count(
+            messages, provider=self.provider, extra_rules=self._template_rules
         )
 
     def _request_repairs(self) -> list[tuple[str, PassFunction]]:
@@ -432,7 +428,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     def _apply_provider_rules(
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        return apply_provider_rules_with_counts(messages, provider=self.provider)
+        return apply_provider_rules_with_counts(
+            messages, provider=self.provider, extra_rules=self._template_rules
+        )
 
     def _microcompact(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
         return microcompact_with_count(
