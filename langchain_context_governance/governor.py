@@ -42,9 +42,12 @@ from langchain_context_governance.passes.microcompact import (
     validate_microcompact_settings,
 )
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
+from langchain_context_governance.passes.provider_repairs import give_reused_call_ids_fresh_ids
 from langchain_context_governance.passes.provider_rules import (
     apply_group_rules_with_count,
     apply_provider_rules_with_counts,
+    messages_between,
+    requires_unique_call_ids,
 )
 from langchain_context_governance.passes.repair_stream import RepairStream
 from langchain_context_governance.passes.snip import snip_history_with_count
@@ -210,6 +213,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     _budget: int | None = PrivateAttr(default=None)
     # Rules the chat template needs beyond the provider profile (probed once per template).
     _template_rules: tuple[str, ...] = PrivateAttr(default=())
+    _unique_call_ids: bool = PrivateAttr(default=False)
     _conversations: Conversations = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
@@ -220,6 +224,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         self._counter = get_token_counter(self.token_counter)
         if self.chat_template is not None:
             self._template_rules = rules_for_chat_template(self.chat_template)
+        self._unique_call_ids = requires_unique_call_ids(
+            self.provider, extra_rules=self._template_rules
+        )
         self._conversations = Conversations(
             self._new_conversation, max_conversations=self.max_conversations
         )
@@ -238,7 +245,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 compactable_tools=self.compactable_tools,
             )
         repairs = RepairStream(
-            repair_group=self._repair_group, count_message=self._counter.count_message
+            repair_group=self._repair_group,
+            count_message=self._counter.count_message,
+            bridge=self._bridge,
         )
         return ConversationState(repairs, window)
 
@@ -379,16 +388,32 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return request, changes, plan
 
     def _repair_group(
-        self, group: list[BaseMessage]
+        self, group: list[BaseMessage], declared_before: Callable[[str], bool]
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        """One group's provider rules that need only the group, then its pairs.
+        """One group's pairs, then the provider rules that need only the group.
 
-        A call without an id cannot be answered, and a rewritten id or tool name, blank
-        text removed or a parallel call split changes the token count, so these run on
-        the history, before cutting.
+        A rewritten call id or tool name (a call without an id gets one, and a
+        placeholder result), blank text removed, a parallel call split or tool traffic
+        written as text changes the token count, so these run on the history, before
+        cutting. Where the provider wants ids unique in the request,
+        a call id declared in an earlier group gets a fresh one here, so every request
+        cut from the history has unique ids.
         """
-        steps = [("apply_provider_rules", self._apply_group_rules), *_PAIR_REPAIRS]
-        return _run_steps(group, steps)
+        repaired, changes = _run_steps(
+            group, [*_PAIR_REPAIRS, ("apply_provider_rules", self._apply_group_rules)]
+        )
+        if self._unique_call_ids:
+            fresh, renamed = give_reused_call_ids_fresh_ids(repaired, taken=declared_before)
+            if renamed:
+                changes["apply_provider_rules"] = changes.get("apply_provider_rules", 0) + renamed
+                repaired = fresh
+        return repaired, changes
+
+    def _bridge(self, previous: BaseMessage, message: BaseMessage) -> list[BaseMessage]:
+        """What the provider wants between two groups (see `messages_between`)."""
+        return messages_between(
+            previous, message, provider=self.provider, extra_rules=self._template_rules
+        )
 
     def _apply_group_rules(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
         return apply_group_rules_with_count(
