@@ -410,6 +410,7 @@ def dump_transcript(
     but that keeps the outcome visible; artifacts and metadata are only kept by
     the ``langchain`` format.
 
+    >>> from langchain_core.messages import HumanMessage
     >>> print(dump_transcript([HumanMessage("hi")], format="openai-jsonl"), end="")
     {"role": "user", "content": "hi"}
     """
