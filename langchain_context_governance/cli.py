@@ -26,6 +26,7 @@ from rich.table import Table
 
 from langchain_context_governance.demo import DEFAULT_WINDOW_TOKENS, run_demo_in_terminal
 from langchain_context_governance.governor import ContextGovernor, GovernanceReport
+from langchain_context_governance.model_settings import chat_model_from_string
 from langchain_context_governance.providers import PROVIDERS, Violation, validate_messages
 from langchain_context_governance.tokens import COUNTER_NAMES
 from langchain_context_governance.tracing import report_as_dict
@@ -169,26 +170,20 @@ def _provider_for(transcript: Transcript, provider: str | None) -> str:
 def model_limits(model_name: str) -> ModelLimits:
     """The window and output reservation LangChain's model profile gives `model_name`.
 
-    The chat model is built with a placeholder key only to read its `profile`; nothing
-    is sent. Needs `langchain` and the provider's integration package.
+    The chat model is built (`chat_model_from_string`) only to read its `profile`;
+    nothing is sent. Needs `langchain` and the provider's integration package.
 
     Example:
         >>> model_limits("gpt-4o-mini")  # doctest: +SKIP
         ModelLimits(context_window_tokens=128000, max_output_tokens=16384)
     """
     try:
-        from langchain.chat_models import init_chat_model
+        model = chat_model_from_string(model_name)
     except ImportError as error:
+        raise BadInput(f"--model {model_name}: {error}; or pass --window") from error
+    except ValueError as error:
         raise BadInput(
-            f"--model {model_name}: reading model profiles needs langchain "
-            "(pip install 'langchain-context-governance[agents]'); or pass --window"
-        ) from error
-    try:
-        model = init_chat_model(model_name, api_key="unused-profile-lookup")
-    except (ImportError, ValueError, TypeError) as error:
-        reason = str(error).splitlines()[0].rstrip(".")
-        raise BadInput(
-            f"--model {model_name}: {reason}. Name a model LangChain knows (for example "
+            f"--model {model_name}: {error}. Name a model LangChain knows (for example "
             "openai:gpt-4o-mini), or pass --window N instead"
         ) from error
     profile: dict[str, Any] = dict(getattr(model, "profile", None) or {})

@@ -25,17 +25,20 @@ def chat_model_from_string(model: str) -> Runnable[Any, Any]:
         from langchain.chat_models import init_chat_model
     except ImportError as error:
         raise ImportError(
-            f"from_model({model!r}) reads the model through langchain's init_chat_model: "
+            f"reading the model {model!r} needs langchain's init_chat_model: "
             'pip install "langchain-context-governance[agents]", or pass a chat model object'
         ) from error
     try:
         built: Runnable[Any, Any] = init_chat_model(model, api_key=_PLACEHOLDER_API_KEY)
     except ImportError as error:
-        raise ImportError(f"from_model({model!r}): {error}") from error
+        raise ImportError(f"model {model!r}: {_first_line(error)}") from error
     except (ValueError, TypeError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"from_model({model!r}): {reason}") from error
+        raise ValueError(f"model {model!r}: {_first_line(error)}") from error
     return built
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).splitlines()[0].rstrip(".") if str(error) else type(error).__name__
 
 
 def unwrap_model(model: Runnable[Any, Any]) -> Runnable[Any, Any]:
