@@ -333,7 +333,8 @@ def _check_tool_names(request: list[BaseMessage]) -> list[Violation]:
     for index, message in enumerate(request):
         if isinstance(message, AIMessage):
             names = list(iter_declared_tool_calls(message))
-        elif isinstance(message, ToolMessage) and message.name is not None:
+        elif isinstance(message, ToolMessage) and message.name:
+            # An empty name is not sent as a name (mistral_common accepts it).
             names = [(message.tool_call_id, message.name)]
         else:
             continue
@@ -860,6 +861,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="no-system-role",
+        within_group=True,
         codes=("system-role",),
         prevents='Gemma 2 chat template: "System role not supported".',
         source="google/gemma-2-2b-it tokenizer_config.json chat_template.",

@@ -237,8 +237,9 @@ def test_from_model_probes_the_chat_template_of_the_models_tokenizer() -> None:
     class LocalModel(ScriptedChatModel):
         tokenizer: Any = Tokenizer()
 
-    governor = ContextGovernor.from_model(LocalModel([]))
+    governor = ContextGovernor.from_model(LocalModel([]), context_window_tokens=32_000)
     assert governor.chat_template == Tokenizer.chat_template
     governed = governor.invoke(REJECTED_SHAPE["one-tool-call-per-message"])
     assert [m.type for m in governed] == ["human", "ai", "tool", "ai", "tool"]
-    assert ContextGovernor.from_model(ScriptedChatModel([])).chat_template is None
+    plain = ContextGovernor.from_model(ScriptedChatModel([]), context_window_tokens=32_000)
+    assert plain.chat_template is None
