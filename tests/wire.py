@@ -4,7 +4,9 @@
 JSON body of every request it gets and answers with the smallest response each provider's
 client accepts, so a client returns normally, offline, with a dummy key. Each client gets
 its own path prefix (`/openai`, `/anthropic`, `/mistral`, `/gemini`), set through the
-client's own base-URL setting, so the server knows which fake response to send.
+client's own base-URL setting (`base_url`, `endpoint` for ChatMistralAI; the google-genai
+SDK behind ChatGoogleGenerativeAI takes `base_url` as its HTTP options), so the server
+knows which fake response to send.
 
 `WireClients.send(name, messages)` gives back what that client put on the wire for
 `messages`: the request body as a dict, or `ClientRefusal` when the client raised before
@@ -33,14 +35,8 @@ CLIENT_PROFILES: dict[str, str] = {
     "ChatMistralAI": "mistral",
     "ChatGoogleGenerativeAI": "gemini",
 }
-"""Each client and the governor profile a user of that client picks."""
-
-_PREFIXES: dict[str, str] = {
-    "ChatOpenAI": "openai",
-    "ChatAnthropic": "anthropic",
-    "ChatMistralAI": "mistral",
-    "ChatGoogleGenerativeAI": "gemini",
-}
+"""Each client and the governor profile a user of that client picks; the profile name is
+also the client's path prefix on the recording server."""
 
 _CHAT_COMPLETION: dict[str, Any] = {
     "id": "chatcmpl-wire",
@@ -208,7 +204,7 @@ class WireClients:
                 raise  # the request went out: the failure is the harness's, not the client's
             return ClientRefusal(f"{type(error).__name__}: {error}")
         captured = self.server.take()
-        if len(captured) != 1 or captured[0].prefix != _PREFIXES[name]:
+        if len(captured) != 1 or captured[0].prefix != CLIENT_PROFILES[name]:
             paths = [request.path for request in captured]
             raise AssertionError(f"{name} sent {len(captured)} requests: {paths}")
         return captured[0].body

@@ -119,21 +119,10 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [block for block in content or [] if isinstance(block, dict)]
 
 
-def _anthropic_turns(payload: Payload) -> list[tuple[str, list[dict[str, Any]], int]]:
-    """The request as the API reads it: consecutive same-role messages form one turn.
-
-    "Consecutive user or assistant turns in your request will be combined into a single
-    turn." (https://docs.anthropic.com/en/api/messages, the `messages` parameter).
-    Each turn is (role, blocks, index of its first message).
-    """
-    turns: list[tuple[str, list[dict[str, Any]], int]] = []
-    for index, message in enumerate(_messages(payload)):
-        role = message.get("role", "")
-        if turns and turns[-1][0] == role:
-            turns[-1][1].extend(_blocks(message.get("content")))
-        else:
-            turns.append((role, _blocks(message.get("content")), index))
-    return turns
+def _tool_uses(message: dict[str, Any] | None) -> list[Any]:
+    if message is None or message.get("role") != "assistant":
+        return []
+    return [b.get("id") for b in _blocks(message.get("content")) if b.get("type") == "tool_use"]
 
 
 def anthropic_first_message_is_user(payload: Payload) -> Iterator[WireViolation]:
@@ -149,8 +138,22 @@ def anthropic_first_message_is_user(payload: Payload) -> Iterator[WireViolation]
         yield WireViolation("anthropic-first-not-user", "messages[0]", f"role is {role!r}")
 
 
-def anthropic_tool_use_answered_in_next_turn(payload: Payload) -> Iterator[WireViolation]:
-    """Every tool_use has a tool_result in the next turn, and the results come first there.
+def anthropic_roles_alternate(payload: Payload) -> Iterator[WireViolation]:
+    """User and assistant messages alternate.
+
+    Anthropic: 'messages: roles must alternate between "user" and "assistant", but found
+    multiple "assistant" roles in a row' (https://github.com/lobehub/lobehub/issues/1496,
+    https://github.com/etkecc/baibot/issues/13 for "user").
+    """
+    messages = _messages(payload)
+    for index in range(1, len(messages)):
+        if messages[index].get("role") == messages[index - 1].get("role"):
+            role = messages[index].get("role")
+            yield WireViolation("anthropic-roles-alternate", f"messages[{index}]", f"{role!r}")
+
+
+def anthropic_tool_use_answered_in_next_message(payload: Payload) -> Iterator[WireViolation]:
+    """Every tool_use has a tool_result in the next message, and the results come first there.
 
     Anthropic: "messages.N: `tool_use` ids were found without `tool_result` blocks
     immediately after: toolu_... Each `tool_use` block must have a corresponding
@@ -160,15 +163,14 @@ def anthropic_tool_use_answered_in_next_turn(payload: Payload) -> Iterator[WireV
     blocks must begin with a matching number of tool_result blocks."
     (https://github.com/apify/tester-mcp-client/issues/12).
     """
-    turns = _anthropic_turns(payload)
-    for position, (role, blocks, index) in enumerate(turns):
-        uses = [block.get("id") for block in blocks if block.get("type") == "tool_use"]
-        if role != "assistant" or not uses:
+    messages = _messages(payload)
+    for index, message in enumerate(messages):
+        uses = _tool_uses(message)
+        if not uses:
             continue
-        following = turns[position + 1][1] if position + 1 < len(turns) else []
-        if position + 1 < len(turns) and turns[position + 1][0] != "user":
-            following = []
-        answered = {b.get("tool_use_id") for b in following if b.get("type") == "tool_result"}
+        following = messages[index + 1] if index + 1 < len(messages) else {}
+        blocks = _blocks(following.get("content")) if following.get("role") == "user" else []
+        answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
         missing = [use for use in uses if use not in answered]
         if missing:
             yield WireViolation(
@@ -176,32 +178,29 @@ def anthropic_tool_use_answered_in_next_turn(payload: Payload) -> Iterator[WireV
             )
             continue
         leading = 0
-        for block in following:
+        for block in blocks:
             if block.get("type") != "tool_result":
                 break
             leading += 1
         if leading < len(uses):
             yield WireViolation(
                 "anthropic-tool-results-not-first",
-                f"messages[{turns[position + 1][2]}]",
+                f"messages[{index + 1}]",
                 f"{leading} leading tool_result blocks for {len(uses)} tool_use blocks",
             )
 
 
 def anthropic_tool_result_follows_its_use(payload: Payload) -> Iterator[WireViolation]:
-    """Every tool_result answers a tool_use of the turn right before it.
+    """Every tool_result answers a tool_use of the message right before it.
 
     Anthropic: "messages.N.content.0: unexpected `tool_use_id` found in `tool_result`
     blocks: toolu_... Each `tool_result` block must have a corresponding `tool_use` block
     in the previous message." (https://github.com/anthropics/claude-code/issues/13460).
     """
-    turns = _anthropic_turns(payload)
-    for position, (_role, blocks, index) in enumerate(turns):
-        previous = turns[position - 1] if position else None
-        uses = set()
-        if previous is not None and previous[0] == "assistant":
-            uses = {block.get("id") for block in previous[1] if block.get("type") == "tool_use"}
-        for block in blocks:
+    messages = _messages(payload)
+    for index, message in enumerate(messages):
+        uses = set(_tool_uses(messages[index - 1] if index else None))
+        for block in _blocks(message.get("content")):
             if block.get("type") == "tool_result" and block.get("tool_use_id") not in uses:
                 yield WireViolation(
                     "anthropic-tool-result-without-use",
@@ -458,7 +457,8 @@ WIRE_RULES: dict[str, tuple[WireCheck, ...]] = {
     ),
     "anthropic": (
         anthropic_first_message_is_user,
-        anthropic_tool_use_answered_in_next_turn,
+        anthropic_roles_alternate,
+        anthropic_tool_use_answered_in_next_message,
         anthropic_tool_result_follows_its_use,
         anthropic_tool_use_ids_unique_and_well_formed,
         anthropic_no_empty_text,
