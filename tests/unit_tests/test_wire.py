@@ -21,11 +21,12 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_context_governance import ContextGovernor
 from tests.builders import ai_calls, call, result
-from tests.strategies import histories
+from tests.strategies import budgets, histories
 from tests.wire import (
     CLIENT_PROFILES,
     ClientRefusal,
@@ -47,7 +48,6 @@ WIRE_EXAMPLES = settings(
     phases=(Phase.explicit, Phase.generate),
     suppress_health_check=[HealthCheck.too_slow],
 )
-RAW_EXAMPLES = WIRE_EXAMPLES
 MIN_RAW_REJECTED_SHARE = 0.5
 
 
@@ -78,8 +78,17 @@ def has_conversation(history: Sequence[BaseMessage]) -> bool:
     return any(not isinstance(message, ToolMessage) for message in history)
 
 
-def governed(client: str, history: Sequence[BaseMessage]) -> list[BaseMessage]:
-    return ContextGovernor(provider=CLIENT_PROFILES[client]).invoke(list(history))
+def governed(
+    client: str, history: Sequence[BaseMessage], budget: int | None = None
+) -> list[BaseMessage]:
+    """The request the governor builds for `client`, within `budget` tokens if one is given."""
+    governor = ContextGovernor(
+        provider=CLIENT_PROFILES[client],
+        context_window_tokens=budget,
+        max_output_tokens=0,
+        safety_buffer=0,
+    )
+    return governor.invoke(list(history))
 
 
 def rejections(wire: WireClients, client: str, messages: Sequence[BaseMessage]) -> list[str]:
@@ -106,13 +115,13 @@ def rule_check(client: str, payload: Payload) -> list[WireViolation]:
 
 @every_client
 @WIRE_EXAMPLES
-@given(history=histories())
+@given(history=histories(), budget=st.one_of(st.none(), budgets))
 def test_governed_requests_pass_the_provider_rules_on_the_wire(
-    wire: WireClients, client: str, history: list[BaseMessage]
+    wire: WireClients, client: str, history: list[BaseMessage], budget: int | None
 ) -> None:
     if not has_conversation(history):
         return
-    messages = governed(client, history)
+    messages = governed(client, history, budget)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         assert rejections(wire, client, messages) == []
@@ -124,7 +133,7 @@ def test_governed_requests_pass_the_provider_rules_on_the_wire(
 def test_raw_histories_are_mostly_rejected_on_the_wire(wire: WireClients, client: str) -> None:
     outcomes: list[bool] = []
 
-    @RAW_EXAMPLES
+    @WIRE_EXAMPLES
     @given(history=histories())
     def send_raw(history: list[BaseMessage]) -> None:
         if has_conversation(history):
