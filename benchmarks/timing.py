@@ -4,7 +4,10 @@ Cold: the first call of a fresh builder (new governor, new counter) on a history
 seen; each repetition uses a history with its own seed, so no cache can carry over.
 Steady: one builder follows a growing history; after each appended iteration the call is timed.
 The steady history starts about half the timed growth below the nominal size, so the median
-timed call sees about the nominal number of messages.
+timed call sees about the nominal number of messages. The steady history is one of three kinds:
+"clean"; "damaged" (`build_damaged_history`: old unanswered calls and an assistant answer the
+growth continues after); "reloaded" (clean, but every call gets equal messages as new objects,
+as the first call of each LangGraph run gets them from the checkpointer; the copy is not timed).
 """
 
 from __future__ import annotations
@@ -18,20 +21,31 @@ from typing import Literal
 
 from langchain_core.messages import BaseMessage
 
-from benchmarks.histories import HistoryGenerator, build_history
+from benchmarks.histories import (
+    DAMAGED_HISTORY_MIN_MESSAGES,
+    HistoryGenerator,
+    build_damaged_history,
+    build_history,
+    reload_messages,
+)
 from benchmarks.policies import NamedPolicy, RequestBuilder
 
 __all__ = [
+    "HISTORY_KINDS",
+    "HistoryKind",
     "Repetitions",
     "Timing",
     "time_all",
     "time_call",
     "time_cold",
+    "time_history_kinds",
     "time_steady",
     "warm_up",
 ]
 
 Phase = Literal["cold", "steady"]
+HistoryKind = Literal["clean", "damaged", "reloaded"]
+HISTORY_KINDS: tuple[HistoryKind, ...] = ("clean", "damaged", "reloaded")
 # Mean messages an iteration appends (an AI step with 1-3 calls, or answer plus follow-up).
 MESSAGES_PER_ITERATION = 3
 WARM_UP_MESSAGES = 40
@@ -57,6 +71,7 @@ class Timing:
     phase: Phase
     seconds: list[float]
     sizes: list[int]
+    history: HistoryKind = "clean"
 
     @property
     def median(self) -> float:
@@ -98,11 +113,23 @@ def time_cold(
     ]
 
 
-def time_steady(policy: NamedPolicy, size: int, repetitions: Repetitions, *, seed: int) -> Timing:
+def time_steady(
+    policy: NamedPolicy,
+    size: int,
+    repetitions: Repetitions,
+    *,
+    seed: int,
+    history_kind: HistoryKind = "clean",
+) -> Timing:
     """Steady timings of one builder following a history that grows one iteration a call."""
     generator = HistoryGenerator(seed=seed)
     start = max(4, size - repetitions.steady * MESSAGES_PER_ITERATION // 2)
-    history = build_history(start, generator=generator)
+    if history_kind == "damaged":
+        history = build_damaged_history(
+            max(start, DAMAGED_HISTORY_MIN_MESSAGES), generator=generator
+        )
+    else:
+        history = build_history(start, generator=generator)
     build_request = policy.make()
     build_request(history)  # the warm-up call a running agent has already made
     seconds: list[float] = []
@@ -111,9 +138,10 @@ def time_steady(policy: NamedPolicy, size: int, repetitions: Repetitions, *, see
         sum(seconds), len(seconds), repetitions
     ):
         history = [*history, *generator.iteration()]
-        seconds.append(time_call(build_request, history))
+        sent = reload_messages(history) if history_kind == "reloaded" else history
+        seconds.append(time_call(build_request, sent))
         sizes.append(len(history))
-    return Timing(policy.name, size, "steady", seconds, sizes)
+    return Timing(policy.name, size, "steady", seconds, sizes, history_kind)
 
 
 def _capped(spent: float, done: int, repetitions: Repetitions) -> bool:
@@ -126,6 +154,25 @@ def warm_up(policies: Sequence[NamedPolicy]) -> None:
     history = build_history(WARM_UP_MESSAGES, seed=-1)
     for policy in policies:
         policy.make()(history)
+
+
+def time_history_kinds(
+    policies: Sequence[tuple[NamedPolicy, Sequence[HistoryKind]]],
+    size: int,
+    repetitions: Repetitions,
+    *,
+    seed: int,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[Timing]:
+    """Steady timings of each policy on each of its history kinds other than "clean"."""
+    timings = []
+    for policy, kinds in policies:
+        for kind in kinds:
+            if kind == "clean":
+                continue
+            progress(f"timing steady calls of {policy.name} on a {kind} history at {size}")
+            timings.append(time_steady(policy, size, repetitions, seed=seed, history_kind=kind))
+    return timings
 
 
 def time_all(

@@ -6,6 +6,7 @@ Nothing here mutates a message: helpers either read one or build a new one.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from langchain_core.messages.utils import MessageLikeRepresentation
 
 __all__ = [
     "as_message_list",
+    "content_fingerprint",
     "content_text_length",
     "declared_tool_call_ids",
     "has_tool_calls",
@@ -29,6 +31,7 @@ __all__ = [
     "is_tool_result",
     "is_user",
     "iter_declared_tool_calls",
+    "message_fingerprint",
     "tool_names_by_call_id",
 ]
 
@@ -145,3 +148,29 @@ def has_tool_calls(message: BaseMessage) -> bool:
     if isinstance(message.content, list):
         return any(True for _ in iter_declared_tool_calls(message))
     return False
+
+
+def _json_key(value: object) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def content_fingerprint(message: BaseMessage) -> int:
+    """A hash of everything a token counter reads from `message`, the same for equal copies.
+
+    A message reloaded from a checkpoint is a new object with the same fields, so it has
+    the same fingerprint; a copy with other content does not. A string's hash is cached
+    by Python on the string, so an unchanged message is fingerprinted in constant time.
+    """
+    content = message.content
+    content_key = content if isinstance(content, str) else _json_key(content)
+    calls_key = ""
+    if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+        calls_key = _json_key([message.tool_calls, message.invalid_tool_calls])
+    extra_key = _json_key(message.additional_kwargs) if message.additional_kwargs else ""
+    call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
+    return hash((message.type, message.name, call_id, content_key, calls_key, extra_key))
+
+
+def message_fingerprint(message: BaseMessage) -> int:
+    """`content_fingerprint` plus the message id: what tells two history entries apart."""
+    return hash((content_fingerprint(message), message.id))

@@ -302,14 +302,31 @@ def violation_line(file: Path, violation: Violation) -> str:
     return f"{file}: {where}: {violation.rule}: {violation.message}"
 
 
+ChatTemplateOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--chat-template",
+        help="A model's Jinja chat template: also check what it needs and that it renders.",
+    ),
+]
+
+
 @app.command()
-def check(file: FileArgument, provider: ProviderOption = "openai") -> None:
+def check(
+    file: FileArgument,
+    provider: ProviderOption = "openai",
+    chat_template: ChatTemplateOption = None,
+) -> None:
     """List every rule the transcript breaks; exit 1 when it breaks any, 0 when clean."""
     try:
         transcript = _read_transcript(file)
-    except BadInput as error:
-        raise _fail(str(error)) from None
-    violations = validate_messages(transcript.messages, provider=provider)
+        template = None if chat_template is None else chat_template.read_text(encoding="utf-8")
+        violations = validate_messages(
+            transcript.messages, provider=provider, chat_template=template
+        )
+    except (BadInput, OSError, UnicodeDecodeError, ValueError, ImportError) as error:
+        where = f"--chat-template {chat_template}: " if isinstance(error, OSError) else ""
+        raise _fail(f"{where}{error}") from None
     for violation in violations:
         typer.echo(violation_line(file, violation))
     count = len(violations)

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
 from langchain_core.language_models import BaseLanguageModel
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, PrivateAttr
 
-from langchain_context_governance._messages import as_message_list
-from langchain_context_governance.passes._replay_pool import ReplayPool
+from langchain_context_governance._messages import (
+    as_message_list,
+)
+from langchain_context_governance.conversation import (
+    DEFAULT_MAX_CONVERSATIONS,
+    Conversations,
+    ConversationState,
+    thread_id_of,
+)
 from langchain_context_governance.passes.alternation import (
     SYNTHETIC_USER_CONTENT,
     enforce_role_alternation_with_count,
@@ -35,18 +42,17 @@ from langchain_context_governance.passes.microcompact import (
     validate_microcompact_settings,
 )
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
-from langchain_context_governance.passes.pairing import RepairCheck
 from langchain_context_governance.passes.provider_rules import (
-    accepts_tool_call,
+    apply_group_rules_with_count,
     apply_provider_rules_with_counts,
 )
+from langchain_context_governance.passes.repair_stream import RepairStream
 from langchain_context_governance.passes.snip import snip_history_with_count
 from langchain_context_governance.providers import PROVIDERS
+from langchain_context_governance.templates import rules_for_chat_template
 from langchain_context_governance.tokens import MessageTokenCounter, get_token_counter
 
 logger = logging.getLogger(__name__)
-
-_NO_REPAIRS: Mapping[str, int] = {"drop_orphan_tool_results": 0, "backfill_missing_tool_results": 0}
 
 GovernorInput = Sequence[MessageLikeRepresentation] | PromptValue
 
@@ -58,8 +64,9 @@ PassFunction = Callable[[list[BaseMessage]], tuple[list[BaseMessage], int | Mapp
 class GovernanceReport:
     """What one governance run did.
 
-    `changes` maps each pass name to how many messages it changed, removed or added;
-    `budget` is None when no context window is set (no snipping).
+    `changes` maps each pass name to how many messages it changed, removed or added
+    (repairs of the history count every repair the history needs, also those decided on
+    earlier calls); `budget` is None when no context window is set (no snipping).
     """
 
     tokens_before: int
@@ -116,6 +123,8 @@ def _validate_settings(governor: ContextGovernor) -> None:
         high_watermark=governor.high_watermark, low_watermark=governor.low_watermark
     )
     validate_microcompact_settings(keep_recent=governor.keep_recent, min_chars=governor.min_chars)
+    if governor.max_conversations < 1:
+        raise ValueError(f"max_conversations must be >= 1, got {governor.max_conversations}")
     if governor.provider not in PROVIDERS:
         known = ", ".join(repr(name) for name in PROVIDERS)
         raise ValueError(f"provider must be one of {known}, got {governor.provider!r}")
@@ -153,11 +162,17 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     """Turn a conversation into a request that is legal for the provider and fits the window.
 
     Runs before every chat-model call, on a copy: the stored history is never touched.
-    Order on every call: drop orphans -> backfill -> microcompact -> snip -> drop
-    orphans -> backfill -> enforce role alternation. Snipping can break pairs and
-    alternation, so the repairs run again after it. Input budget =
-    `context_window_tokens - max_output_tokens - safety_buffer`; no snipping when
+    The order is in `_run_pipeline`: repair the history (pairs, alternation), compact and
+    cut it to the budget, then repair the request (pairs, alternation, provider rules),
+    since cutting can break both. Input budget =
+    `context_window_tokens - max_output_tokens - safety_buffer`; no cutting when
     `context_window_tokens` is None.
+
+    One governor serves many conversations: each has its own state (see
+    `conversation.py`), found by the LangGraph thread (`config["configurable"]
+    ["thread_id"]`, or `govern(..., thread_id=...)`), at most `max_conversations` of
+    them, least recently used dropped. A call costs what is new in its history; the
+    same history gives the same request on any governor with the same settings.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -184,20 +199,18 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     token_counter: Any = "approximate"
     tools: Sequence[Any] | None = None
     provider: str = "openai"
+    chat_template: str | None = None
     compaction: Literal["cache_aware", "keep_recent"] = "cache_aware"
     high_watermark: float = DEFAULT_HIGH_WATERMARK
     low_watermark: float = DEFAULT_LOW_WATERMARK
+    max_conversations: int = DEFAULT_MAX_CONVERSATIONS
     name: str | None = "ContextGovernor"
 
     _counter: MessageTokenCounter = PrivateAttr()
     _budget: int | None = PrivateAttr(default=None)
-    _windows: ReplayPool[BatchedWindow] | None = PrivateAttr(default=None)
-    _input_checks: ReplayPool[RepairCheck] = PrivateAttr()
-    _request_checks: ReplayPool[RepairCheck] = PrivateAttr(
-        default_factory=lambda: ReplayPool(RepairCheck)
-    )
-    # The plan of the current call on this thread, so the report can reuse its counts.
-    _calls: threading.local = PrivateAttr(default_factory=threading.local)
+    # Rules the chat template needs beyond the provider profile (probed once per template).
+    _template_rules: tuple[str, ...] = PrivateAttr(default=())
+    _conversations: Conversations = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
         _validate_settings(self)
@@ -205,30 +218,34 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             self.context_window_tokens, self.max_output_tokens, self.safety_buffer
         )
         self._counter = get_token_counter(self.token_counter)
-        # A call id or tool name the profile would rewrite changes the token count, so it
-        # must be repaired before snipping.
-        accepts_call = accepts_tool_call(self.provider)
-        self._input_checks = ReplayPool(lambda: RepairCheck(accepts_call=accepts_call))
-        if self.compaction == "cache_aware" and self._budget is not None:
-            self._windows = ReplayPool(self._new_window)
-
-    def _new_window(self) -> BatchedWindow:
-        assert self._budget is not None
-        return BatchedWindow(
-            max_tokens=self._budget,
-            counter=self._counter,
-            tools_tokens=self._counter.count_tools(self.tools),
-            high_watermark=self.high_watermark,
-            low_watermark=self.low_watermark,
-            keep_recent=self.keep_recent,
-            min_chars=self.min_chars,
-            compactable_tools=self.compactable_tools,
+        if self.chat_template is not None:
+            self._template_rules = rules_for_chat_template(self.chat_template)
+        self._conversations = Conversations(
+            self._new_conversation, max_conversations=self.max_conversations
         )
+
+    def _new_conversation(self) -> ConversationState:
+        window = None
+        if self.compaction == "cache_aware" and self._budget is not None:
+            window = BatchedWindow(
+                max_tokens=self._budget,
+                counter=self._counter,
+                tools_tokens=self._counter.count_tools(self.tools),
+                high_watermark=self.high_watermark,
+                low_watermark=self.low_watermark,
+                keep_recent=self.keep_recent,
+                min_chars=self.min_chars,
+                compactable_tools=self.compactable_tools,
+            )
+        repairs = RepairStream(
+            repair_group=self._repair_group, count_message=self._counter.count_message
+        )
+        return ConversationState(repairs, window)
 
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False
     ) -> ContextGovernor:
-        """A copy with `update` applied, set up anew: budget, counter and replay states."""
+        """A copy with `update` applied, set up anew: budget, counter and conversations."""
         copied = super().model_copy(update=update, deep=deep)
         copied.model_post_init(None)
         return copied
@@ -244,7 +261,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         The window is `chat_model.profile["max_input_tokens"]`; the output reservation
         is the model's own `max_tokens` setting where set, else
         `profile["max_output_tokens"]`. Tokens are counted with the model where it
-        supports counting. `bind_tools` bindings are unwrapped. `overrides` win.
+        supports counting, and the model's tokenizer's chat template is probed where it has
+        one. `bind_tools` bindings are unwrapped. `overrides` win.
         """
         model = _unwrap_model(chat_model)
         profile = getattr(model, "profile", None) or {}
@@ -261,6 +279,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             settings["max_output_tokens"] = int(profile["max_output_tokens"])
         if isinstance(model, BaseLanguageModel):
             settings["token_counter"] = model
+        # e.g. ChatHuggingFace: the tokenizer's Jinja chat template.
+        chat_template = getattr(getattr(model, "tokenizer", None), "chat_template", None)
+        if isinstance(chat_template, str):
+            settings["chat_template"] = chat_template
         settings.update(overrides)
         return cls(**settings)
 
@@ -278,16 +300,36 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         """Tokens of a request made of `messages` and this governor's tool definitions."""
         return self._counter.count_messages(messages) + self._counter.count_tools(self.tools)
 
-    def govern(self, messages: GovernorInput) -> GovernanceResult:
-        """Govern `messages`; return the governed copy and a report of what changed."""
+    def govern(self, messages: GovernorInput, *, thread_id: str | None = None) -> GovernanceResult:
+        """Govern `messages`; return the governed copy and a report of what changed.
+
+        `thread_id` names the conversation (LangGraph's thread); without it the
+        conversation is recognised by its history.
+        """
         original = _to_message_list(messages)
-        self._calls.plan = None
+        state = self._conversations.state_for(thread_id, original)
+        if not state.lock.acquire(blocking=False):
+            # Another call is governing this conversation: rather than wait, govern from
+            # a fresh state, which gives the same request.
+            return self._govern_with(self._new_conversation(), original)
+        try:
+            return self._govern_with(state, original)
+        finally:
+            state.lock.release()
+
+    def _govern_with(
+        self, state: ConversationState, original: list[BaseMessage]
+    ) -> GovernanceResult:
+        plan: WindowPlan | None = None
         fell_back = False
         try:
-            governed, changes = self._run_passes(original)
+            governed, changes, plan = self._run_pipeline(state, original)
+            raw_tokens: int | None = state.repairs.raw_tokens
         except Exception:
             logger.exception("context governance failed; sending the minimal repair instead")
+            state.forget()
             governed, changes = self._run_minimal_repair(original)
+            raw_tokens = None
             fell_back = True
         governed, added = ensure_user_message(governed)
         if added:
@@ -298,86 +340,97 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             messages_before=len(original),
             messages_after=len(governed),
             fell_back=fell_back,
-            **self._measure(original, governed),
+            **self._measure(original, raw_tokens, governed, plan),
         )
         logger.debug("context governance report: %s", report)
         return GovernanceResult(messages=list(governed), report=report)
 
-    def _measure(self, original: list[BaseMessage], governed: list[BaseMessage]) -> dict[str, Any]:
-        """Token figures for the report, taken from this call's plan where it measured them."""
-        plan: WindowPlan | None = self._calls.plan
-        figures: dict[str, Any] = {}
-        if plan is not None and plan.source is original:
-            figures["tokens_before"] = plan.tokens_before
-        else:
-            figures["tokens_before"] = self.count_tokens(original)
-        if plan is not None and plan.messages is governed:
-            figures["tokens_after"] = plan.tokens_after
-            figures["unchanged_prefix_messages"] = plan.unchanged_prefix_messages
-            figures["unchanged_prefix_tokens"] = plan.unchanged_prefix_tokens
-        else:
-            figures["tokens_after"] = self.count_tokens(governed)
-        return figures
+    def _run_pipeline(
+        self, state: ConversationState, messages: list[BaseMessage]
+    ) -> tuple[list[BaseMessage], dict[str, int], WindowPlan | None]:
+        """The passes in their order, on the conversation's state.
 
-    def _repair_history(
-        self, messages: list[BaseMessage]
-    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        """All repairs on the whole history, before compaction, when it needs any.
-
-        What alternation and the provider profile add (a synthetic user turn, a
-        placeholder result) must count against the budget before snipping: added after
-        it, the request could go over budget and governing it again would change it.
-        A clean growing history is recognised from its new messages alone.
+        1. Repair the history: pairs and alternation, each group decided once (what the
+           repairs add counts against the budget before cutting).
+        2. Compact and cut to the budget: the cache-aware window, replayed incrementally,
+           or the keep-recent microcompact and snip.
+        3. Repair the request: cutting can break pairs and alternation; the provider
+           profile runs last, on the request alone.
         """
-        if not self._input_checks.run(messages, lambda check: check.needs_repair(messages)):
-            return messages, _NO_REPAIRS
-        repaired, changes = _run_steps(messages, self._repair_passes())
-        return _run_steps(
-            repaired,
-            [
-                ("apply_provider_rules", self._apply_provider_rules),
-                ("enforce_role_alternation", enforce_role_alternation_with_count),
-            ],
-            changes,
-        )
-
-    def _repair_request_pairs(
-        self, messages: list[BaseMessage]
-    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        """Orphans and backfill on the request, skipped when its pairs are in order."""
-        if not self._request_checks.run(messages, lambda check: check.needs_repair(messages)):
-            return messages, _NO_REPAIRS
-        return _run_steps(messages, self._repair_passes())
-
-    def _repair_passes(self) -> list[tuple[str, PassFunction]]:
-        return [
-            ("drop_orphan_tool_results", drop_orphan_tool_results_with_count),
-            ("backfill_missing_tool_results", backfill_missing_tool_results_with_count),
-        ]
-
-    def _pipeline(self) -> list[tuple[str, PassFunction]]:
-        # The history is repaired first, where it needs it, so that what the repairs add
-        # counts against the budget. After compaction and snipping only the request is
-        # touched: snipping can break pairs and alternation, and the provider profile runs
-        # last, on the request alone (on the whole history its cost would grow with the
-        # history on every call).
-        steps: list[tuple[str, PassFunction]] = [("repairs", self._repair_history)]
-        if self._windows is not None:
-            steps.append(("microcompact", self._compact_in_batches))
-            steps.append(("pairing", self._repair_request_pairs))
+        history = state.repairs.read(messages)
+        state.restart_if_needed()
+        changes = dict(state.repairs.last_changes)
+        plan: WindowPlan | None = None
+        if state.window is not None:
+            plan = state.window.plan(history, final=history.final)
+            request = plan.messages
+            changes["microcompact"] = plan.compacted
+            changes["snip_history"] = plan.removed
         else:
-            steps.append(("microcompact", self._microcompact))
+            steps: list[tuple[str, PassFunction]] = [("microcompact", self._microcompact)]
             if self._budget is not None:
                 steps.append(("snip_history", self._snip))
-            steps.extend(self._repair_passes())
-        steps.append(("enforce_role_alternation", enforce_role_alternation_with_count))
-        steps.append(("apply_provider_rules", self._apply_provider_rules))
-        return steps
+            request, changes = _run_steps(history.to_list(), steps, changes)
+        request, changes = _run_steps(request, self._request_repairs(), changes)
+        if not request and any(not isinstance(m, ToolMessage) for m in messages):
+            # Only blank messages were left; a request needs something to answer.
+            request = [HumanMessage(SYNTHETIC_USER_CONTENT)]
+            changes["apply_provider_rules"] = changes.get("apply_provider_rules", 0) + 1
+        return request, changes, plan
+
+    def _repair_group(
+        self, group: list[BaseMessage]
+    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
+        """One group's provider rules that need only the group, then its pairs.
+
+        A call without an id cannot be answered, and a rewritten id or tool name, blank
+        text removed or a parallel call split changes the token count, so these run on
+        the history, before cutting.
+        """
+        steps = [("apply_provider_rules", self._apply_group_rules), *_PAIR_REPAIRS]
+        return _run_steps(group, steps)
+
+    def _apply_group_rules(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
+        return apply_group_rules_with_count(
+            messages, provider=self.provider, extra_rules=self._template_rules
+        )
+
+    def _request_repairs(self) -> list[tuple[str, PassFunction]]:
+        return [
+            *_PAIR_REPAIRS,
+            ("enforce_role_alternation", enforce_role_alternation_with_count),
+            ("apply_provider_rules", self._apply_provider_rules),
+        ]
+
+    def _measure(
+        self,
+        original: list[BaseMessage],
+        raw_tokens: int | None,
+        governed: list[BaseMessage],
+        plan: WindowPlan | None,
+    ) -> dict[str, Any]:
+        """Token figures for the report, from what this call measured where it did."""
+        figures: dict[str, Any] = {}
+        if raw_tokens is None:
+            figures["tokens_before"] = self.count_tokens(original)
+        else:
+            fixed = self._counter.request_overhead + self._counter.count_tools(self.tools)
+            figures["tokens_before"] = fixed + raw_tokens
+        if plan is not None and plan.messages is governed:
+            figures["tokens_after"] = plan.tokens_after
+        else:
+            figures["tokens_after"] = self.count_tokens(governed)
+        if plan is not None:
+            figures["unchanged_prefix_messages"] = plan.unchanged_prefix_messages
+            figures["unchanged_prefix_tokens"] = plan.unchanged_prefix_tokens
+        return figures
 
     def _apply_provider_rules(
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        return apply_provider_rules_with_counts(messages, provider=self.provider)
+        return apply_provider_rules_with_counts(
+            messages, provider=self.provider, extra_rules=self._template_rules
+        )
 
     def _microcompact(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
         return microcompact_with_count(
@@ -396,24 +449,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             tools_tokens=self._counter.count_tools(self.tools),
         )
 
-    def _compact_in_batches(
-        self, messages: list[BaseMessage]
-    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        assert self._windows is not None
-        plan = self._windows.run(messages, lambda window: window.plan(messages))
-        self._calls.plan = plan
-        return plan.messages, {"microcompact": plan.compacted, "snip_history": plan.removed}
-
-    def _run_passes(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], dict[str, int]]:
-        return _run_steps(messages, self._pipeline())
-
     def _run_minimal_repair(
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], dict[str, int]]:
-        steps = self._repair_passes()
-        steps.append(("enforce_role_alternation", enforce_role_alternation_with_count))
-        steps.append(("apply_provider_rules", self._apply_provider_rules))
-        return _run_steps(messages, steps)
+        return _run_steps(messages, self._request_repairs())
 
     def as_pre_model_hook(
         self, mode: Literal["llm_input", "replace"] = "llm_input"
@@ -422,7 +461,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
 
         `mode="llm_input"` returns `{"llm_input_messages": governed}`: the model sees the
         governed copy while the stored history stays whole. `mode="replace"` rewrites the
-        stored history with the governed list.
+        stored history with the governed list. The node finds the conversation by the
+        run's thread id.
         """
         from langchain_context_governance.langgraph import build_pre_model_hook
 
@@ -440,11 +480,28 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             self._agovern_messages, input, config, run_type="chain"
         )
 
-    def _govern_messages(self, messages: GovernorInput) -> list[BaseMessage]:
-        return self.govern(messages).messages
+    def _govern_messages(
+        self,
+        messages: GovernorInput,
+        run_manager: CallbackManagerForChainRun,
+        config: RunnableConfig,
+    ) -> list[BaseMessage]:
+        return self.govern(messages, thread_id=thread_id_of(config)).messages
 
-    async def _agovern_messages(self, messages: GovernorInput) -> list[BaseMessage]:
-        return self.govern(messages).messages
+    async def _agovern_messages(
+        self,
+        messages: GovernorInput,
+        run_manager: AsyncCallbackManagerForChainRun,
+        config: RunnableConfig,
+    ) -> list[BaseMessage]:
+        # Governance is computation on a copy; no lock is held while another call waits.
+        return self.govern(messages, thread_id=thread_id_of(config)).messages
+
+
+_PAIR_REPAIRS: list[tuple[str, PassFunction]] = [
+    ("drop_orphan_tool_results", drop_orphan_tool_results_with_count),
+    ("backfill_missing_tool_results", backfill_missing_tool_results_with_count),
+]
 
 
 def _to_message_list(messages: GovernorInput) -> list[BaseMessage]:

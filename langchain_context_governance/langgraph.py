@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
-from langchain_core.runnables import Runnable, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.graph import MessagesState
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
+from langchain_context_governance.conversation import thread_id_of
 from langchain_context_governance.governor import ContextGovernor
 
 __all__ = [
@@ -54,18 +55,18 @@ class _PreModelNode:
     governor: ContextGovernor
     mode: PreModelHookMode
 
-    def update_for(self, state: Any) -> dict[str, Any]:
-        governed = self._govern(_state_messages(state))
+    def update_for(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        governed = self._govern(_state_messages(state), thread_id_of(config))
         if self.mode == "replace":
             return {_MESSAGES_KEY: _replacement_of_history(governed)}
         return {LLM_INPUT_MESSAGES_KEY: governed}
 
-    async def aupdate_for(self, state: Any) -> dict[str, Any]:
-        # Governance is pure computation on a copy; there is nothing to await.
-        return self.update_for(state)
+    async def aupdate_for(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        # Governance is computation on a copy; no lock is held while another call waits.
+        return self.update_for(state, config)
 
-    def _govern(self, messages: list[BaseMessage]) -> list[BaseMessage]:
-        governed = self.governor.govern(messages).messages
+    def _govern(self, messages: list[BaseMessage], thread_id: str | None) -> list[BaseMessage]:
+        governed = self.governor.govern(messages, thread_id=thread_id).messages
         if not governed:
             # create_react_agent treats an empty llm_input_messages as absent and would
             # send the whole ungoverned history instead.
@@ -89,8 +90,9 @@ def build_pre_model_hook(
       *governed]}`, so the stored history itself shrinks. Kept messages keep their ids;
       messages governance creates get new ones.
 
-    The node works the same under `invoke`, `ainvoke`, `stream` and `astream`, and
-    raises ValueError rather than return an empty list of messages.
+    The node works the same under `invoke`, `ainvoke`, `stream` and `astream`, finds
+    the conversation's state by the run's `thread_id`, and raises ValueError rather
+    than return an empty list of messages.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage

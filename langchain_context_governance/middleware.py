@@ -9,7 +9,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
+from langgraph.config import get_config
 
+from langchain_context_governance.conversation import thread_id_of
 from langchain_context_governance.governor import ContextGovernor
 
 try:
@@ -103,7 +105,7 @@ class ContextGovernanceMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         sent: list[BaseMessage] = [*request.messages]
         if system is not None:
             sent.insert(0, system)
-        governed = governor.govern(sent).messages
+        governed = governor.govern(sent, thread_id=_current_thread_id()).messages
         governed_system, messages = _split_system_message(governed, had_system=system is not None)
         return request.override(
             system_message=governed_system, messages=cast("list[AnyMessage]", messages)
@@ -120,6 +122,15 @@ def _split_system_message(
     # Governance never drops, merges or moves a leading system message.
     assert isinstance(first, SystemMessage)
     return first, governed[1:]
+
+
+def _current_thread_id() -> str | None:
+    """The thread of the agent run this model call belongs to, if it runs in one."""
+    try:
+        config = get_config()
+    except RuntimeError:  # called outside a runnable context
+        return None
+    return thread_id_of(config)
 
 
 def _same_objects(first: tuple[Any, ...], second: tuple[Any, ...]) -> bool:

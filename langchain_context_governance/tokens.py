@@ -38,6 +38,8 @@ from langchain_core.messages import (
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from langchain_context_governance._messages import content_fingerprint
+
 __all__ = [
     "CacheStats",
     "MessageTokenCounter",
@@ -325,60 +327,36 @@ def _is_sha256_hex(text: str) -> bool:
 _CL100K = _LazyEncoding()
 
 
-_CacheKey: TypeAlias = tuple[int, int, int, int, int, int]
-_NO_TOOL_CALLS: tuple[Any, ...] = ()
-
-
-def _cache_key(message: BaseMessage) -> _CacheKey:
-    """Identity of a message and of the fields counted, so in-place edits miss the cache.
-
-    Ids are only safe while the objects live; a cache entry keeps them alive.
-    """
-    content = message.content
-    calls = message.tool_calls if isinstance(message, AIMessage) else _NO_TOOL_CALLS
-    return (id(message), id(content), len(content), id(message.name), id(calls), len(calls))
-
-
 class _CacheEntry:
-    __slots__ = ("calls", "content", "last_used", "message", "name", "tokens")
+    __slots__ = ("last_used", "tokens")
 
-    def __init__(self, message: BaseMessage, tokens: int, last_used: int) -> None:
-        self.message = message
-        self.content = message.content
-        self.name = message.name
-        self.calls = message.tool_calls if isinstance(message, AIMessage) else _NO_TOOL_CALLS
+    def __init__(self, tokens: int, last_used: int) -> None:
         self.tokens = tokens
         self.last_used = last_used
 
 
-def _bytes_per_cache_entry() -> int:
-    sample_key = (sys.maxsize,) * 6
-    sample = _CacheEntry(SystemMessage(""), 0, 0)
-    return (
-        sys.getsizeof(sample)
-        + sys.getsizeof(sample_key)
-        + sum(sys.getsizeof(value) for value in sample_key)
-    )
-
-
-_BYTES_PER_CACHE_ENTRY = _bytes_per_cache_entry()
+# A dict slot, the int key and the entry: no message or content is kept alive.
+_BYTES_PER_CACHE_ENTRY = sys.getsizeof(_CacheEntry(0, 0)) + 2 * sys.getsizeof(sys.maxsize) + 24
 
 
 class _MessageCountCache:
-    """Bounded LRU map from message identity to token count; the caller holds the lock.
+    """Bounded LRU map from a message's content fingerprint to its token count.
 
+    Keyed by `content_fingerprint`, not by object identity: a history reloaded from a
+    checkpoint (new objects, same fields) hits the cache, and no message is kept alive.
     A hit only stamps the entry with the current tick, so there is no reordering per
-    hit; when full, the least recently used eighth is evicted in one pass.
+    hit; when full, the least recently used eighth is evicted in one pass. The caller
+    holds the lock.
     """
 
     def __init__(self, max_entries: int) -> None:
         self.max_entries = max_entries
         self.hits = 0
         self.misses = 0
-        self._entries: dict[_CacheKey, _CacheEntry] = {}
+        self._entries: dict[int, _CacheEntry] = {}
         self._tick = 0
 
-    def lookup(self, keys: Sequence[_CacheKey]) -> list[int | None]:
+    def lookup(self, keys: Sequence[int]) -> list[int | None]:
         self._tick += 1
         tick = self._tick
         found: list[int | None] = []
@@ -394,11 +372,10 @@ class _MessageCountCache:
         self.hits += len(found) - misses
         return found
 
-    def store(self, message: BaseMessage, tokens: int) -> None:
-        key = _cache_key(message)
+    def store(self, key: int, tokens: int) -> None:
         if key not in self._entries and len(self._entries) >= self.max_entries:
             self._evict_least_recently_used()
-        self._entries[key] = _CacheEntry(message, tokens, self._tick)
+        self._entries[key] = _CacheEntry(tokens, self._tick)
 
     def _evict_least_recently_used(self) -> None:
         count = max(1, self.max_entries // EVICTION_FRACTION)
@@ -422,10 +399,10 @@ class _MessageCountCache:
 class MessageTokenCounter:
     """Counts tokens of messages and caches each message's count.
 
-    Build one with `get_token_counter`. Safe to share across threads. A message that is
-    edited (a new object by copy on write, or its `content`, `name` or `tool_calls`
-    reassigned or resized in place) is counted again; edits inside a content block's dict
-    are not seen.
+    Build one with `get_token_counter`. Safe to share across threads. The cache is keyed
+    by what is counted (type, name, content, tool calls, tool call id, additional
+    kwargs), so an equal message reloaded from a checkpoint is not counted again and an
+    edited one is; it holds counts only, never messages.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -501,7 +478,7 @@ class MessageTokenCounter:
 
     def _message_counts(self, messages: Sequence[BaseMessage]) -> tuple[_Backend, list[int]]:
         """The backend that counted and each message's count; misses are counted unlocked."""
-        keys = [_cache_key(message) for message in messages]
+        keys = [content_fingerprint(message) for message in messages]
         with self._lock:
             backend = self._backend
             found = self._messages.lookup(keys)
@@ -515,7 +492,7 @@ class MessageTokenCounter:
             # Counts from a backend that was replaced meanwhile must not enter the cache.
             if backend is self._backend:
                 for index, tokens in zip(missing, measured, strict=True):
-                    self._messages.store(messages[index], tokens)
+                    self._messages.store(keys[index], tokens)
         for index, tokens in zip(missing, measured, strict=True):
             found[index] = tokens
         return backend, typing.cast(list[int], found)

@@ -204,8 +204,10 @@ class GovernanceRuns:
         self.reports: list[GovernanceReport] = []
         govern = ContextGovernor.govern
 
-        def recording_govern(governor: ContextGovernor, messages: Any) -> GovernanceResult:
-            governed = govern(governor, messages)
+        def recording_govern(
+            governor: ContextGovernor, messages: Any, *, thread_id: str | None = None
+        ) -> GovernanceResult:
+            governed = govern(governor, messages, thread_id=thread_id)
             self.reports.append(governed.report)
             return governed
 

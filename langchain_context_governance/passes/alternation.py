@@ -62,7 +62,8 @@ def _merge_assistant(first: AIMessage, second: AIMessage) -> AIMessage:
     )
 
 
-def _can_merge(previous: BaseMessage, message: BaseMessage) -> bool:
+def can_merge_turns(previous: BaseMessage, message: BaseMessage) -> bool:
+    """Whether `message` may be merged into `previous` (two user or two assistant turns)."""
     if isinstance(previous, HumanMessage) and isinstance(message, HumanMessage):
         return True
     if isinstance(previous, AIMessage) and isinstance(message, AIMessage):
@@ -74,7 +75,8 @@ def _can_merge(previous: BaseMessage, message: BaseMessage) -> bool:
     return False
 
 
-def _merge_pair(previous: BaseMessage, message: BaseMessage) -> BaseMessage:
+def merge_turns(previous: BaseMessage, message: BaseMessage) -> BaseMessage:
+    """`previous` with `message` merged into it, losing no text and no tool call."""
     if isinstance(previous, HumanMessage) and isinstance(message, HumanMessage):
         return _merge_user(previous, message)
     assert isinstance(previous, AIMessage) and isinstance(message, AIMessage)
@@ -86,8 +88,8 @@ def merge_consecutive_turns(messages: list[BaseMessage]) -> tuple[list[BaseMessa
     output: list[BaseMessage] = []
     merged = 0
     for message in messages:
-        if output and _can_merge(output[-1], message):
-            output[-1] = _merge_pair(output[-1], message)
+        if output and can_merge_turns(output[-1], message):
+            output[-1] = merge_turns(output[-1], message)
             merged += 1
         else:
             output.append(message)

@@ -13,6 +13,17 @@ from langchain_context_governance.passes._dual_use import runnable_when_called_w
 BACKFILL_CONTENT = "[Tool result unavailable — call was interrupted or lost]"
 
 
+def backfilled_result(call_id: str, name: str) -> ToolMessage:
+    """The placeholder result of an unanswered call; the same message on every call."""
+    return ToolMessage(
+        BACKFILL_CONTENT,
+        tool_call_id=call_id,
+        name=name,
+        status="error",
+        id=f"{call_id}-backfilled-result",
+    )
+
+
 def _results_after(messages: list[BaseMessage], start: int) -> int:
     """Index just past the contiguous run of tool results that begins at `start`."""
     end = start
@@ -77,9 +88,7 @@ def backfill_missing_tool_results_with_count(
                 moved.add(later[0])
                 output.append(messages[later[0]])
             else:
-                output.append(
-                    ToolMessage(BACKFILL_CONTENT, tool_call_id=call_id, name=name, status="error")
-                )
+                output.append(backfilled_result(call_id, name))
             changed += 1
     if changed == 0:
         return messages, 0

@@ -34,9 +34,9 @@ from langchain_context_governance._messages import (
     as_message_list,
     content_text_length,
     iter_declared_tool_calls,
+    message_fingerprint,
 )
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
-from langchain_context_governance.passes._replay_pool import extends
 from langchain_context_governance.passes.microcompact import (
     DEFAULT_COMPACTABLE_TOOLS,
     compacted_placeholder,
@@ -69,15 +69,27 @@ def validate_watermarks(*, high_watermark: float, low_watermark: float) -> None:
 
 @dataclass
 class _Replay:
-    """What the replay learned about the messages so far (append-only lists)."""
+    """What the replay learned about the messages so far (append-only, by position)."""
 
     tokens: list[int] = field(default_factory=list)
+    prints: list[int] = field(default_factory=list)
     system_indices: list[int] = field(default_factory=list)
     compactable: list[int] = field(default_factory=list)
     compactable_names: dict[int, str] = field(default_factory=dict)
     compacted_tokens: dict[int, int] = field(default_factory=dict)
-    compacted_copies: dict[int, ToolMessage] = field(default_factory=dict)
     tool_names: dict[str, str] = field(default_factory=dict)
+
+    def forget_from(self, index: int, tool_names: int) -> None:
+        """Drop what was learned from position `index` on, and tool names past the first ones."""
+        del self.tokens[index:]
+        del self.prints[index:]
+        del self.system_indices[bisect.bisect_left(self.system_indices, index) :]
+        del self.compactable[bisect.bisect_left(self.compactable, index) :]
+        for learned in (self.compactable_names, self.compacted_tokens):
+            for position in [position for position in learned if position >= index]:
+                del learned[position]
+        for call_id in list(self.tool_names)[tool_names:]:
+            del self.tool_names[call_id]
 
 
 @dataclass
@@ -98,7 +110,6 @@ class WindowPlan:
     """The request the policy chose for the current call."""
 
     messages: list[BaseMessage]
-    source: Sequence[BaseMessage]
     compacted: int
     removed: int
     tokens_before: int
@@ -110,12 +121,17 @@ class WindowPlan:
     unchanged_prefix_tokens: int | None = None
 
 
+# Marks a compacted result in a request's fingerprints.
+_COMPACTED = 0x5F3759DF
+
+
 class BatchedWindow:
     """Replay state of one growing history under the batched policy.
 
-    `plan(messages)` returns the request for a call on `messages`. When `messages`
-    extends the history of the previous call (the same message objects, or equal
-    ones, in front), only the new messages are replayed.
+    `plan(history, final=k)` returns the request for a call on `history`, whose first
+    `k` messages are the same as on every later call: those are replayed once and kept,
+    the rest is replayed for this call only. Positions, counts and fingerprints are
+    kept, never the messages themselves. `reset()` forgets the history.
     """
 
     def __init__(
@@ -140,45 +156,49 @@ class BatchedWindow:
         self._keep_recent = keep_recent
         self._min_chars = min_chars
         self._compactable_tools = compactable_tools
-        # A snapshot, not the caller's list: a caller may append to its list in place.
-        self._history: list[BaseMessage] = []
-        self._last_request: list[BaseMessage] | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the history: the next plan replays its history from the start."""
+        self._known = 0
+        self._last_request: list[int] | None = None
         self._replay = _Replay()
         self._window = _Window()
 
-    def continues(self, messages: Sequence[BaseMessage]) -> bool:
-        """Whether `messages` extends the history this state has replayed."""
-        return extends(self._history, messages)
+    def plan(self, history: Sequence[BaseMessage], *, final: int | None = None) -> WindowPlan:
+        """The request for a model call on `history` (the full, repaired history).
 
-    def plan(self, messages: Sequence[BaseMessage]) -> WindowPlan:
-        """The request for a model call on `messages` (the full, repaired history)."""
-        known = len(self._history)
-        if not self.continues(messages):
-            known = 0
-            self._last_request = None
-            self._replay = _Replay()
-            self._window = _Window()
-        self._history = list(messages)
-        for index in range(known, len(self._history)):
-            self._add(index)
-        final = replace(self._window)
-        self._step(final, end=len(self._history))
-        return self._build(final, source=messages)
+        The first `final` messages (all by default) must be those of every later call;
+        the history read so far must be a prefix of them (else call `reset()` first).
+        """
+        final = len(history) if final is None else final
+        for index in range(self._known, final):
+            self._add(history, index, self._window)
+        self._known = max(self._known, final)
+        tool_names = len(self._replay.tool_names)
+        window = replace(self._window)
+        for index in range(final, len(history)):
+            self._add(history, index, window)
+        self._step(history, window, end=len(history))
+        plan = self._build(history, window)
+        self._replay.forget_from(final, tool_names)
+        return plan
 
-    def _add(self, index: int) -> None:
-        message = self._history[index]
+    def _add(self, history: Sequence[BaseMessage], index: int, window: _Window) -> None:
+        message = history[index]
         if isinstance(message, AIMessage):
-            self._step(self._window, end=index)
+            self._step(history, window, end=index)
             for call_id, name in iter_declared_tool_calls(message):
                 self._replay.tool_names.setdefault(call_id, name)
         tokens = self._counter.count_message(message)
         self._replay.tokens.append(tokens)
-        self._window.raw_tokens += tokens
+        self._replay.prints.append(message_fingerprint(message))
+        window.raw_tokens += tokens
         if isinstance(message, SystemMessage):
             self._replay.system_indices.append(index)
-            self._window.system_tokens += tokens
+            window.system_tokens += tokens
             return
-        self._window.window_tokens += tokens
+        window.window_tokens += tokens
         if isinstance(message, ToolMessage):
             self._note_compactable(message, index)
 
@@ -197,47 +217,44 @@ class BatchedWindow:
         pinned = 0 if window.pinned is None else self._replay.tokens[window.pinned]
         return self._fixed + window.system_tokens + pinned + window.window_tokens
 
-    def _step(self, window: _Window, *, end: int) -> None:
+    def _step(self, history: Sequence[BaseMessage], window: _Window, *, end: int) -> None:
         """The decisions at one model call on the first `end` messages."""
         if self._total(window) <= self._high:
             return
-        self._compact_oldest(window, end=end)
+        self._compact_oldest(history, window, end=end)
         if self._total(window) > self._high:
-            self._cut_groups(window, end=end)
+            self._cut_groups(history, window, end=end)
 
     def _compaction_limit(self, end: int) -> int:
         """How many of the compactable results before `end` may be compacted."""
         available = bisect.bisect_left(self._replay.compactable, end)
         return max(available - self._keep_recent, 0)
 
-    def _compact_oldest(self, window: _Window, *, end: int) -> None:
+    def _compact_oldest(self, history: Sequence[BaseMessage], window: _Window, *, end: int) -> None:
         limit = self._compaction_limit(end)
         while window.compacted_count < limit and self._total(window) > self._low:
             index = self._replay.compactable[window.compacted_count]
             window.compacted_count += 1
             if index >= window.cut:
-                window.window_tokens -= self._replay.tokens[index] - self._compacted_tokens(index)
+                saved = self._replay.tokens[index] - self._compacted_tokens(history, index)
+                window.window_tokens -= saved
 
-    def _compacted_tokens(self, index: int) -> int:
+    def _compacted_tokens(self, history: Sequence[BaseMessage], index: int) -> int:
         known = self._replay.compacted_tokens.get(index)
         if known is None:
-            known = self._counter.count_message(self._compacted_copy_for(index))
+            known = self._counter.count_message(self._compacted_copy(history, index))
             self._replay.compacted_tokens[index] = known
         return known
 
-    def _compacted_copy_for(self, index: int) -> ToolMessage:
-        copy = self._replay.compacted_copies.get(index)
-        if copy is None:
-            original = self._history[index]
-            assert isinstance(original, ToolMessage)
-            name = self._replay.compactable_names[index]
-            copy = original.model_copy(update={"content": compacted_placeholder(name)})
-            self._replay.compacted_copies[index] = copy
-        return copy
+    def _compacted_copy(self, history: Sequence[BaseMessage], index: int) -> ToolMessage:
+        original = history[index]
+        assert isinstance(original, ToolMessage)
+        name = self._replay.compactable_names[index]
+        return original.model_copy(update={"content": compacted_placeholder(name)})
 
-    def _cost(self, window: _Window, index: int) -> int:
+    def _cost(self, history: Sequence[BaseMessage], window: _Window, index: int) -> int:
         if self._is_compacted(window, index):
-            return self._compacted_tokens(index)
+            return self._compacted_tokens(history, index)
         return self._replay.tokens[index]
 
     def _is_compacted(self, window: _Window, index: int) -> bool:
@@ -246,36 +263,33 @@ class BatchedWindow:
         rank = bisect.bisect_left(self._replay.compactable, index)
         return rank < window.compacted_count
 
-    def _cut_groups(self, window: _Window, *, end: int) -> None:
+    def _cut_groups(self, history: Sequence[BaseMessage], window: _Window, *, end: int) -> None:
         """Cut whole groups from the front, down to the low watermark, newest group kept."""
-        messages = self._history
-        newest = group_start(messages, end)
+        newest = group_start(history, end)
         while window.cut < newest and self._total(window) > self._low:
             start = window.cut
-            stop = _group_end(messages, start, end)
+            stop = _group_end(history, start, end)
             for index in range(start, stop):
-                if isinstance(messages[index], SystemMessage):
+                if isinstance(history[index], SystemMessage):
                     continue
-                window.window_tokens -= self._cost(window, index)
-                if isinstance(messages[index], HumanMessage):
+                window.window_tokens -= self._cost(history, window, index)
+                if isinstance(history[index], HumanMessage):
                     window.last_user_before_cut = index
             window.cut = stop
-            window.pinned = self._pin_for(window, end=end)
+            window.pinned = self._pin_for(history, window, end=end)
 
-    def _pin_for(self, window: _Window, *, end: int) -> int | None:
+    def _pin_for(self, history: Sequence[BaseMessage], window: _Window, *, end: int) -> int | None:
         """The user message to pin in front of the cut, unless the kept part opens with one."""
-        messages = self._history
         for index in range(window.cut, end):
-            if isinstance(messages[index], SystemMessage):
+            if isinstance(history[index], SystemMessage):
                 continue
-            if isinstance(messages[index], HumanMessage):
+            if isinstance(history[index], HumanMessage):
                 return None
             break
         return window.last_user_before_cut
 
-    def _build(self, window: _Window, *, source: Sequence[BaseMessage]) -> WindowPlan:
-        messages = self._history
-        end = len(messages)
+    def _build(self, history: Sequence[BaseMessage], window: _Window) -> WindowPlan:
+        end = len(history)
         origins: list[int] = []
         if window.cut > 0:
             origins.extend(index for index in self._replay.system_indices if index < window.cut)
@@ -283,40 +297,47 @@ class BatchedWindow:
                 origins.append(window.pinned)
         origins.extend(range(window.cut, end))
         first_compacted = bisect.bisect_left(self._replay.compactable, window.cut)
-        compacted = {
-            index: self._compacted_copy_for(index)
-            for index in self._replay.compactable[first_compacted : window.compacted_count]
-        }
-        output = [compacted.get(index, messages[index]) for index in origins]
+        compacted = set(self._replay.compactable[first_compacted : window.compacted_count])
+        output = [
+            self._compacted_copy(history, index) if index in compacted else history[index]
+            for index in origins
+        ]
+        prints = [
+            self._replay.prints[index] ^ _COMPACTED
+            if index in compacted
+            else self._replay.prints[index]
+            for index in origins
+        ]
         tokens_after = self._total(window)
         plan = WindowPlan(
             messages=output,
-            source=source,
             compacted=len(compacted),
             removed=end - len(output),
             tokens_before=self._fixed + window.raw_tokens,
             tokens_after=tokens_after,
         )
         if self._last_request is not None:
-            unchanged = _leading_equal(self._last_request, output)
-            changed_tokens = sum(self._cost(window, index) for index in origins[unchanged:])
+            unchanged = _leading_equal(self._last_request, prints)
+            changed_tokens = sum(
+                self._cost(history, window, index) for index in origins[unchanged:]
+            )
             plan.unchanged_prefix_messages = unchanged
             plan.unchanged_prefix_tokens = tokens_after - changed_tokens
-        self._last_request = output
+        self._last_request = prints
         return plan
 
 
-def _leading_equal(previous: list[BaseMessage], current: list[BaseMessage]) -> int:
-    """How many leading messages of `current` are those of `previous`."""
+def _leading_equal(previous: list[int], current: list[int]) -> int:
+    """How many leading fingerprints of `current` are those of `previous`."""
     count = 0
     for old, new in zip(previous, current, strict=False):
-        if old is not new and old != new:
+        if old != new:
             break
         count += 1
     return count
 
 
-def _group_end(messages: list[BaseMessage], start: int, end: int) -> int:
+def _group_end(messages: Sequence[BaseMessage], start: int, end: int) -> int:
     """End of the group that begins at `start`: a message and the tool results after it."""
     stop = start + 1
     if isinstance(messages[start], (AIMessage, ToolMessage)):

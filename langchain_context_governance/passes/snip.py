@@ -32,7 +32,7 @@ def validate_max_tokens(max_tokens: int, *, setting: str = "max_tokens") -> None
         raise ValueError(f"{setting} must be > 0, got {max_tokens}")
 
 
-def group_start(messages: list[BaseMessage], end: int) -> int:
+def group_start(messages: Sequence[BaseMessage], end: int) -> int:
     """Start of the group that ends just before `end`.
 
     A group is an assistant message together with the tool results that directly

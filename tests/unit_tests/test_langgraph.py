@@ -69,7 +69,9 @@ def react_agent(model: Any, tools: list[BaseTool], **kwargs: Any) -> CompiledSta
 
 
 def governor_for(model: ScriptedChatModel, tools: list[BaseTool]) -> ContextGovernor:
-    return ContextGovernor.from_model(model.bind_tools(tools), tools=tools, keep_recent=4)
+    return ContextGovernor.from_model(
+        model.bind_tools(tools), tools=tools, keep_recent=4, provider=model.provider
+    )
 
 
 def hand_written_graph(
@@ -245,6 +247,32 @@ class TestReactAgent:
         ids = [message.id for message in final["messages"]]
         assert len(set(ids)) == len(ids)
 
+    def test_one_state_per_thread_and_the_same_requests_after_a_restart(
+        self, tools: list[BaseTool], tmp_path: Path
+    ) -> None:
+        """Threads interleave on one governor; a new governor re-governs them identically."""
+        database = str(tmp_path / "threads.sqlite")
+        threads = [f"thread-{k}" for k in range(3)]
+        script = exploration_script(6)
+        models = {thread: agent_model(list(script)) for thread in threads}
+        governor = governor_for(models[threads[0]], tools)
+        hook = governor.as_pre_model_hook()
+        with SqliteSaver.from_conn_string(database) as saver:
+            for thread in threads:
+                agent = react_agent(models[thread], tools, pre_model_hook=hook, checkpointer=saver)
+                config: Any = {"configurable": {"thread_id": thread}, **RECURSION}
+                agent.invoke({"messages": [HumanMessage(f"{QUESTION} ({thread})")]}, config)
+            stored = {
+                thread: agent.get_state({"configurable": {"thread_id": thread}}).values["messages"]
+                for thread in threads
+            }
+        assert len(governor._conversations) == len(threads)
+        restarted = governor_for(models[threads[0]], tools)
+        for thread in threads:
+            last_request = models[thread].requests[-1]
+            history = stored[thread][:-1]  # the final answer came after the last request
+            assert restarted.govern(history, thread_id=thread).messages == last_request
+
     def test_interrupted_thread_resumes_legally(
         self, tools: list[BaseTool], tmp_path: Path
     ) -> None:
@@ -279,7 +307,8 @@ class TestReactAgent:
             stored = agent.get_state(config).values["messages"]
 
         (request,) = resumed_model.requests
-        assert [message.type for message in request] == ["human", "ai", "tool", "tool", "human"]
+        # The strict profile puts an assistant turn between tool results and a user message.
+        assert [m.type for m in request] == ["human", "ai", "tool", "tool", "ai", "human"]
         assert [message.tool_call_id for message in request[2:4]] == ["readfile1", "readfile2"]
         assert {message.content for message in request[2:4]} == {BACKFILL_CONTENT}
         assert_requests_legal_and_within_budget(resumed_model.requests, governor)

@@ -58,7 +58,9 @@ def governor_for(model: ScriptedChatModel, tools: list[BaseTool]) -> ContextGove
 def governed_agent(
     model: ScriptedChatModel, tools: list[BaseTool], **kwargs: Any
 ) -> CompiledStateGraph[Any]:
-    middleware = ContextGovernanceMiddleware(ContextGovernor.from_model(model, keep_recent=4))
+    middleware = ContextGovernanceMiddleware(
+        ContextGovernor.from_model(model, keep_recent=4, provider=model.provider)
+    )
     return create_agent(
         model, tools, system_prompt=SYSTEM_PROMPT, middleware=[middleware], **kwargs
     )
@@ -139,7 +141,8 @@ class TestCreateAgent:
             stored = agent.get_state(config).values["messages"]
 
         (request,) = resumed_model.requests
-        assert [message.type for message in request] == ["system", "human", "ai", "tool", "human"]
+        # The strict profile puts an assistant turn between tool results and a user message.
+        assert [m.type for m in request] == ["system", "human", "ai", "tool", "ai", "human"]
         assert request[3].content == BACKFILL_CONTENT
         assert stored[:2] == interrupted
         assert [message.content for message in stored[2:]] == ["start over", "Starting over."]

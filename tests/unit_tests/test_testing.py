@@ -275,5 +275,5 @@ def test_governor_piped_into_the_model_repairs_the_history() -> None:
     ]
     with pytest.raises(ProviderRejectedRequest):
         model.invoke(broken)
-    reply = (ContextGovernor.from_model(model) | model).invoke(broken)
+    reply = (ContextGovernor.from_model(model, provider="strict") | model).invoke(broken)
     assert reply.content == "Still here."

@@ -1,11 +1,8 @@
-import threading
-
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
 from langchain_context_governance import ContextGovernor, get_token_counter
-from langchain_context_governance.passes._replay_pool import ReplayPool
 from langchain_context_governance.passes.batched import BatchedWindow, compact_in_batches
 from tests.builders import ai_calls, call, result, tool_loop
 
@@ -23,7 +20,7 @@ def is_placeholder(message):
 def leading_identical(previous, current):
     count = 0
     for old, new in zip(previous, current, strict=False):
-        if old is not new:
+        if old is not new and old != new:  # the provider compares content
             break
         count += 1
     return count
@@ -129,25 +126,6 @@ def test_cache_aware_policy_keeps_more_of_the_prefix_than_keep_recent():
         return cached / sent
 
     assert cached_share("cache_aware") > cached_share("keep_recent") + 0.1
-
-
-def test_pool_keeps_conversations_apart_and_is_thread_safe():
-    pool = ReplayPool(lambda: window(max_tokens=4_000, keep_recent=1), size=2)
-    histories = [tool_loop(40, size=300 + 100 * k) for k in range(3)]
-    expected = [window(max_tokens=4_000, keep_recent=1).plan(h).messages for h in histories]
-    outputs: dict[int, list] = {}
-
-    def run(k):
-        for _ in range(5):
-            outputs[k] = pool.run(histories[k], lambda state: state.plan(histories[k])).messages
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for k in range(3):
-        assert [m.content for m in outputs[k]] == [m.content for m in expected[k]]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,286 @@
+"""The history's repairs decided once per group, so an old defect costs only once.
+
+A long-lived thread keeps its defects: the stored history is never edited, so an
+interrupted tool call early on is still there a thousand calls later. Repairing the whole
+history on every call would make each call cost the whole history. `RepairStream` reads
+the history group by group instead (a group is a non-tool message with the tool results
+right after it) and decides each group's repairs once:
+
+- within a group: tool results that answer no call of the group's assistant message,
+  and second results for a call, are dropped; calls left unanswered get a placeholder
+  result (`backfill_missing_tool_results`); the group's calls get ids and names the
+  provider takes, where it would rewrite them;
+- between groups: a user message right after a user message, or an assistant message
+  right after a plain assistant message, is merged into it
+  (`enforce_role_alternation`); a synthetic user turn opens a conversation whose first
+  turn is the assistant's, and separates two responses that cannot be merged.
+
+A group's decisions are final once the next group begins and cannot be merged into it;
+the last groups stay pending and are decided again on each call. Because the decisions
+depend only on the groups themselves, reading a history at once (after a restart, on
+another worker) gives exactly what reading it call by call gave. A result that arrives
+after its conversation moved on (a later group) answers nothing there and is dropped:
+its call was already answered with the placeholder, and moving the result back would
+rewrite a prefix the provider's prompt cache holds.
+
+The stream keeps no message objects of the history: positions, weak references and
+fingerprints of what it read, and the few messages that repairs created.
+"""
+
+from __future__ import annotations
+
+import operator
+import weakref
+from array import array
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import overload
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from langchain_context_governance._messages import message_fingerprint
+from langchain_context_governance.passes.alternation import (
+    SYNTHETIC_USER_CONTENT,
+    can_merge_turns,
+    merge_turns,
+)
+
+# A group's repair: its messages (a head and the tool results after it) to the repaired
+# messages and how many each pass changed.
+GroupRepair = Callable[[list[BaseMessage]], tuple[list[BaseMessage], Mapping[str, int]]]
+
+ALTERNATION_PASS_NAME = "enforce_role_alternation"
+# Where no source index exists: the message was made by a repair.
+_MADE = -1
+_dereference = weakref.ref.__call__
+
+
+class RepairedHistory(Sequence[BaseMessage]):
+    """The repaired history of one call: the final part from the stream, then the pending part.
+
+    Final messages are read from the caller's list by position, or are messages a repair
+    made; positions below `final` never change while the history only grows.
+    """
+
+    def __init__(
+        self,
+        messages: Sequence[BaseMessage],
+        sources: array[int],
+        made: Mapping[int, BaseMessage],
+        pending: list[BaseMessage],
+    ) -> None:
+        self._messages = messages
+        self._sources = sources
+        self._made = made
+        self._pending = pending
+        self.final = len(sources)
+
+    def __len__(self) -> int:
+        return self.final + len(self._pending)
+
+    @overload
+    def __getitem__(self, index: int) -> BaseMessage: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[BaseMessage]: ...
+
+    def __getitem__(self, index: int | slice) -> BaseMessage | list[BaseMessage]:
+        if isinstance(index, slice):
+            return [self[position] for position in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if index >= self.final:
+            return self._pending[index - self.final]
+        source = self._sources[index]
+        if source == _MADE:
+            return self._made[index]
+        return self._messages[source]
+
+    def __iter__(self) -> Iterator[BaseMessage]:
+        for index in range(len(self)):
+            yield self[index]
+
+    def to_list(self) -> list[BaseMessage]:
+        """The repaired history as a new list."""
+        messages, made = self._messages, self._made
+        output = [
+            made[index] if source == _MADE else messages[source]
+            for index, source in enumerate(self._sources)
+        ]
+        output.extend(self._pending)
+        return output
+
+
+@dataclass
+class _Pending:
+    """Repaired messages not yet final, with the caller's index of each (or `_MADE`)."""
+
+    messages: list[BaseMessage] = field(default_factory=list)
+    sources: list[int] = field(default_factory=list)
+    changes: dict[str, int] = field(default_factory=dict)
+
+    def add_changes(self, changes: Mapping[str, int]) -> None:
+        for name, count in changes.items():
+            if count:
+                self.changes[name] = self.changes.get(name, 0) + count
+
+
+class RepairStream:
+    """Repairs of one growing history, each group's decided once (see the module doc).
+
+    `read(messages)` returns the repaired history for a call; `raw_tokens` and
+    `last_changes` then hold the tokens of `messages` as they came and the repairs of
+    the whole history, by pass. When `messages` continues
+    what was read before (the same messages in front, compared by identity or, for a
+    reloaded history, by fingerprint), only the new groups are read; otherwise the
+    stream starts over, with the same result a fresh stream would give.
+    """
+
+    def __init__(
+        self, *, repair_group: GroupRepair, count_message: Callable[[BaseMessage], int]
+    ) -> None:
+        """`count_message` counts the history as it came, for `raw_tokens`."""
+        self._repair_group = repair_group
+        self._count_message = count_message
+        self.restarted = False
+        self.raw_tokens = 0
+        self.last_changes: dict[str, int] = {}
+        self.start_over()
+
+    def start_over(self) -> None:
+        """Forget what was read: the next call reads its history from the start."""
+        # What was read: the caller's messages up to `_read`, the final part of the output.
+        self._read = 0
+        self._refs: list[weakref.ref[BaseMessage]] = []
+        self._prints = array("q")
+        self._sources = array("q")
+        self._made: dict[int, BaseMessage] = {}
+        self._opened = False
+        self._read_tokens = 0
+        self.changes: dict[str, int] = {}
+
+    def read(self, messages: Sequence[BaseMessage]) -> RepairedHistory:
+        """The repaired history of `messages`; its first `final` messages never change."""
+        self.restarted = not self._continues(messages)
+        if self.restarted:
+            self.start_over()
+        pending = self._read_groups(messages)
+        history = RepairedHistory(messages, self._sources, self._made, pending.messages)
+        history_changes = dict(self.changes)
+        for name, count in pending.changes.items():
+            history_changes[name] = history_changes.get(name, 0) + count
+        self.last_changes = history_changes
+        counter = self._count_message
+        self.raw_tokens = self._read_tokens + sum(
+            counter(messages[index]) for index in range(self._read, len(messages))
+        )
+        return history
+
+    def continued_by(self, messages: Sequence[BaseMessage]) -> bool:
+        """Whether `messages` starts with what this stream read (and it read anything)."""
+        return self._read > 0 and self._continues(messages, remember=False)
+
+    def _continues(self, messages: Sequence[BaseMessage], *, remember: bool = True) -> bool:
+        """Whether `messages` starts with the messages read; compared by identity first.
+
+        With `remember`, an equal message that is a new object (a reloaded history)
+        replaces the remembered one, so the next call compares by identity again.
+        """
+        known = self._read
+        if len(messages) < known:
+            return False
+        if all(map(operator.is_, map(_dereference, self._refs), islice(messages, known))):
+            return True
+        for index in range(known):
+            message = messages[index]
+            if self._refs[index]() is message:
+                continue
+            if message_fingerprint(message) != self._prints[index]:
+                return False
+            if remember:
+                self._refs[index] = weakref.ref(message)
+        return True
+
+    def _read_groups(self, messages: Sequence[BaseMessage]) -> _Pending:
+        """Repair the groups from `_read` on; make final those the next group cannot touch."""
+        pending = _Pending()
+        opened = self._opened
+        for start, stop in _groups(messages, self._read):
+            repaired, changes = self._repair_group(list(messages[start:stop]))
+            if not repaired:
+                pending.add_changes(changes)
+                continue
+            sources = [_source_of(message, messages, start, stop) for message in repaired]
+            head = repaired[0]
+            if pending.messages and can_merge_turns(pending.messages[-1], head):
+                pending.messages[-1] = merge_turns(pending.messages[-1], head)
+                pending.sources[-1] = _MADE
+                pending.add_changes({ALTERNATION_PASS_NAME: 1})
+                repaired, sources = repaired[1:], sources[1:]
+            else:
+                after_assistant = bool(pending.messages) and isinstance(
+                    pending.messages[-1], AIMessage
+                )
+                self._make_final(pending, messages, read_up_to=start)
+                pending = _Pending()
+                if isinstance(head, AIMessage) and (after_assistant or not opened):
+                    # Two responses that cannot merge (signed thinking) get a user turn
+                    # between them, as does an assistant turn that opens the conversation.
+                    repaired = [_synthetic_user_before(head, start), *repaired]
+                    sources = [_MADE, *sources]
+                    pending.add_changes({ALTERNATION_PASS_NAME: 1})
+            if not isinstance(head, SystemMessage):
+                opened = True
+            pending.messages.extend(repaired)
+            pending.sources.extend(sources)
+            pending.add_changes(changes)
+        return pending
+
+    def _make_final(
+        self, pending: _Pending, messages: Sequence[BaseMessage], *, read_up_to: int
+    ) -> None:
+        for message, source in zip(pending.messages, pending.sources, strict=True):
+            if source == _MADE:
+                self._made[len(self._sources)] = message
+            self._sources.append(source)
+            if not isinstance(message, SystemMessage):
+                self._opened = True
+        for name, count in pending.changes.items():
+            self.changes[name] = self.changes.get(name, 0) + count
+        self._remember_read(messages, read_up_to)
+
+    def _remember_read(self, messages: Sequence[BaseMessage], up_to: int) -> None:
+        for index in range(self._read, up_to):
+            message = messages[index]
+            self._refs.append(weakref.ref(message))
+            self._prints.append(message_fingerprint(message))
+            self._read_tokens += self._count_message(message)
+        self._read = max(self._read, up_to)
+
+
+def _groups(messages: Sequence[BaseMessage], start: int) -> Iterator[tuple[int, int]]:
+    """(start, stop) of each group from `start`: a non-tool message and the results after it."""
+    end = len(messages)
+    while start < end:
+        stop = start + 1
+        while stop < end and isinstance(messages[stop], ToolMessage):
+            stop += 1
+        yield start, stop
+        start = stop
+
+
+def _source_of(message: BaseMessage, messages: Sequence[BaseMessage], start: int, stop: int) -> int:
+    for index in range(start, stop):
+        if messages[index] is message:
+            return index
+    return _MADE
+
+
+def _synthetic_user_before(head: AIMessage, index: int) -> HumanMessage:
+    """The user turn before an assistant turn that opens the conversation or follows one.
+
+    Its id is derived from the assistant message, so every call makes the same message.
+    """
+    anchor = head.id or f"message-{index}"
+    return HumanMessage(SYNTHETIC_USER_CONTENT, id=f"{anchor}-opening-user-turn")

@@ -1,0 +1,214 @@
+"""One state per conversation: found by thread, bounded, incremental, deterministic."""
+
+import asyncio
+import gc
+import threading
+import weakref
+
+import pytest
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    messages_from_dict,
+    messages_to_dict,
+)
+
+from langchain_context_governance import ContextGovernor
+from langchain_context_governance.conversation import Conversations, ConversationState
+from langchain_context_governance.passes.repair_stream import RepairStream
+from tests.builders import ai_calls, call, result, tool_loop
+
+
+def governor(**settings) -> ContextGovernor:
+    return ContextGovernor(context_window_tokens=8_000, max_output_tokens=500, **settings)
+
+
+def damaged_loop(iterations: int) -> list[BaseMessage]:
+    """A tool loop whose third call was interrupted, then a trailing assistant message."""
+    history = tool_loop(iterations, size=900)
+    interrupted = [ai_calls(call("lost")), HumanMessage("where was I?"), AIMessage("here")]
+    return [*history[:6], *interrupted, *history[6:]]
+
+
+def grow(history: list[BaseMessage], n: int) -> list[BaseMessage]:
+    return [*history, ai_calls(call(f"g{n}")), result(f"g{n}", "z" * 700)]
+
+
+def reloaded(history: list[BaseMessage]) -> list[BaseMessage]:
+    """What a checkpointer gives back: equal messages, new objects."""
+    return messages_from_dict(messages_to_dict(history))
+
+
+def test_many_threads_each_keep_their_state_and_prefix_report():
+    shared = governor()
+    histories = {f"t{k}": tool_loop(3 + k % 5, size=600 + 37 * k) for k in range(40)}
+    for step in range(6):
+        for thread_id in histories:
+            histories[thread_id] = grow(histories[thread_id], step)
+            report = shared.govern(histories[thread_id], thread_id=thread_id).report
+            if step > 0:
+                assert report.unchanged_prefix_messages is not None, thread_id
+    assert len(shared._conversations) == 40
+
+
+def test_the_number_of_conversations_is_bounded():
+    shared = governor(max_conversations=3)
+    for k in range(10):
+        shared.govern(tool_loop(2), thread_id=f"t{k}")
+    assert len(shared._conversations) == 3
+
+
+def test_bad_max_conversations_is_named():
+    with pytest.raises(ValueError, match="max_conversations"):
+        governor(max_conversations=0)
+
+
+def test_requests_do_not_depend_on_the_path_two_workers_or_a_restart():
+    """Call by call on one governor, at once on another, on a reloaded history: equal."""
+    worker = governor(high_watermark=0.6, low_watermark=0.3)
+    history = damaged_loop(4)
+    for n in range(40):
+        history = grow(history, n)
+        incremental = worker.govern(history, thread_id="t").messages
+    fresh = governor(high_watermark=0.6, low_watermark=0.3)
+    assert fresh.govern(history, thread_id="t").messages == incremental
+    assert worker.govern(reloaded(history), thread_id="t").messages == incremental
+    assert any("omitted" in str(m.content) for m in incremental), "the window never acted"
+
+
+def test_an_old_defect_is_repaired_once_not_on_every_call():
+    groups_read: list[int] = []
+
+    def counting_repair(group):
+        groups_read.append(len(group))
+        return group, {}
+
+    stream = RepairStream(repair_group=counting_repair, count_message=lambda m: 1)
+    history = damaged_loop(30)
+    stream.read(history)
+    first = len(groups_read)
+    for n in range(5):
+        history = grow(history, n)
+        groups_read.clear()
+        stream.read(history)
+        # the pending last group of the previous call, and the new group
+        assert len(groups_read) <= 2
+    assert first > 30
+
+
+def test_damaged_history_repairs_are_identical_on_every_call():
+    shared = governor()
+    history = damaged_loop(3)
+    requests = []
+    for n in range(3):
+        history = grow(history, n)
+        requests.append(shared.govern(history, thread_id="t").messages)
+    placeholders = [
+        [m for m in request if isinstance(m, ToolMessage) and m.tool_call_id == "lost"]
+        for request in requests
+    ]
+    assert all(len(found) == 1 for found in placeholders)
+    assert placeholders[0][0].id and placeholders[0] == placeholders[1] == placeholders[2]
+
+
+def test_a_reloaded_history_is_counted_from_the_cache():
+    shared = governor()
+    history = tool_loop(20, size=800)
+    shared.govern(history, thread_id="t")
+    misses = shared.counter.cache_stats().misses
+    shared.govern(reloaded(history), thread_id="t")
+    assert shared.counter.cache_stats().misses == misses
+
+
+def test_no_message_of_an_idle_conversation_is_kept_alive():
+    shared = governor(high_watermark=0.5, low_watermark=0.2)
+    history = tool_loop(30, size=900)
+    request = shared.govern(history, thread_id="t").messages
+    assert any("omitted" in str(m.content) for m in request)
+    watched = [weakref.ref(message) for message in history]
+    del history, request
+    gc.collect()
+    assert all(ref() is None for ref in watched)
+
+
+def test_an_edited_history_starts_over_with_the_same_result_as_a_fresh_governor():
+    shared = governor()
+    history = tool_loop(10, size=900)
+    shared.govern(history, thread_id="t")
+    edited = [history[0], HumanMessage("a different task"), *history[2:]]
+    assert shared.govern(edited, thread_id="t").messages == governor().govern(edited).messages
+
+
+def test_without_a_thread_conversations_are_told_apart_by_their_history():
+    shared = governor()
+    histories = [[SystemMessage(f"agent {k}"), *tool_loop(4 + k, size=700)] for k in range(6)]
+    for step in range(3):
+        for k, history in enumerate(histories):
+            histories[k] = grow(history, step)
+            report = shared.govern(histories[k]).report
+            expected = governor().govern(histories[k]).messages
+            assert shared.govern(histories[k]).messages == expected
+            if step > 0:
+                assert report.unchanged_prefix_messages is not None
+
+
+def test_threads_of_one_governor_run_side_by_side_with_the_right_results():
+    shared = governor()
+    histories = {f"t{k}": tool_loop(15 + k, size=500 + 50 * k) for k in range(6)}
+    expected = {t: governor().govern(h).messages for t, h in histories.items()}
+    outputs: dict[str, list[BaseMessage]] = {}
+    errors: list[BaseException] = []
+
+    def run(thread_id: str) -> None:
+        try:
+            for _ in range(5):
+                outputs[thread_id] = shared.govern(
+                    histories[thread_id], thread_id=thread_id
+                ).messages
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in histories]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert outputs == expected
+
+
+async def test_async_calls_of_many_threads_and_of_one_busy_thread():
+    shared = governor()
+    histories = {f"t{k}": tool_loop(10 + k, size=600) for k in range(8)}
+    expected = {t: governor().govern(h).messages for t, h in histories.items()}
+    config = lambda t: {"configurable": {"thread_id": t}}  # noqa: E731
+    results = await asyncio.gather(
+        *(shared.ainvoke(histories[t], config(t)) for t in histories),
+        *(shared.ainvoke(histories["t0"], config("t0")) for _ in range(3)),
+    )
+    assert results[: len(histories)] == list(expected.values())
+    assert all(result == expected["t0"] for result in results[len(histories) :])
+
+
+def test_a_busy_conversation_is_governed_from_a_fresh_state():
+    shared = governor()
+    history = tool_loop(5)
+    state = shared._conversations.state_for("t", history)
+    with state.lock:
+        assert shared.govern(history, thread_id="t").messages == governor().govern(history).messages
+
+
+def test_conversations_lookup_example_state_type():
+    def new_state() -> ConversationState:
+        stream = RepairStream(repair_group=lambda m: (m, {}), count_message=lambda m: 1)
+        return ConversationState(stream, None)
+
+    conversations = Conversations(new_state, max_conversations=2)
+    first = conversations.state_for("a", [])
+    assert conversations.state_for("a", []) is first
+    conversations.state_for("b", [])
+    conversations.state_for("c", [])
+    assert conversations.state_for("a", []) is not first

@@ -1,0 +1,244 @@
+"""Chat templates as a source of rules, against real vendor templates (tests/fixtures)."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import assume, given, settings
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    convert_to_openai_messages,
+)
+from typer.testing import CliRunner
+
+from langchain_context_governance import ContextGovernor
+from langchain_context_governance.cli import EXIT_BAD_INPUT, EXIT_BROKEN_RULES, app
+from langchain_context_governance.providers import validate_messages
+from langchain_context_governance.templates import (
+    _compile,
+    render_chat_template,
+    rules_for_chat_template,
+)
+from tests.builders import ai_calls, call, result
+from tests.strategies import histories
+
+TEMPLATES = Path(__file__).parent.parent / "fixtures" / "chat_templates"
+
+
+def template(name: str) -> str:
+    return (TEMPLATES / f"{name}.jinja").read_text(encoding="utf-8")
+
+
+# What probing each real template finds, with the vendor's own error for one shape.
+PROBED: dict[str, tuple[tuple[str, ...], str]] = {
+    "meta-llama-Llama-3.1-8B-Instruct": (
+        ("one-tool-call-per-message",),
+        "This model only supports single tool-calls at once!",
+    ),
+    "meta-llama-Llama-3.2-3B-Instruct": (
+        ("one-tool-call-per-message",),
+        "This model only supports single tool-calls at once!",
+    ),
+    "mistralai-Mistral-Nemo-Instruct-2407": (
+        (
+            "system-not-first",
+            "one-leading-system-message",
+            "no-user-after-tool-results",
+            "nine-character-tool-call-ids",
+        ),
+        "conversation roles must alternate user/assistant/user/assistant",
+    ),
+    "Mistral-Small-3.2-24B-Instruct-2506": (
+        (
+            "system-not-first",
+            "one-leading-system-message",
+            "no-user-after-tool-results",
+            "nine-character-tool-call-ids",
+        ),
+        "conversation roles must alternate user/assistant/user/assistant",
+    ),
+    "Qwen3.5-4B": (
+        ("system-not-first", "one-leading-system-message", "no-invalid-tool-calls"),
+        "System message must be at the beginning.",
+    ),
+    "Qwen-Qwen2.5-7B-Instruct": ((), ""),
+    "google-gemma-2-2b-it": (("no-system-role", "no-tool-role"), "System role not supported"),
+}
+# The profile that covers each template family without probing.
+PROFILE_OF = {
+    "meta-llama-Llama-3.1-8B-Instruct": "llama3",
+    "meta-llama-Llama-3.2-3B-Instruct": "llama3",
+    "mistralai-Mistral-Nemo-Instruct-2407": "mistral_template",
+    "Mistral-Small-3.2-24B-Instruct-2506": "mistral_template",
+    "Qwen3.5-4B": "qwen",
+    "Qwen-Qwen2.5-7B-Instruct": "qwen",
+    "google-gemma-2-2b-it": "gemma",
+}
+# A shape each template rejects, to show the vendor's wording reaches the violation.
+REJECTED_SHAPE: dict[str, list[BaseMessage]] = {
+    "one-tool-call-per-message": [
+        HumanMessage("two"),
+        ai_calls(call("aB3dE5gH1"), call("Zy9xW7vU2")),
+        result("aB3dE5gH1"),
+        result("Zy9xW7vU2"),
+    ],
+    "system-not-first": [
+        HumanMessage("hi"),
+        AIMessage("hello"),
+        SystemMessage("late"),
+        HumanMessage("bye"),
+    ],
+    "no-system-role": [SystemMessage("s"), HumanMessage("hi")],
+}
+
+
+@pytest.mark.parametrize("name", list(PROBED))
+def test_probing_a_real_template_finds_the_rules_it_needs(name: str) -> None:
+    rules, _ = PROBED[name]
+    assert rules_for_chat_template(template(name)) == rules
+
+
+@pytest.mark.parametrize("name", [n for n in PROBED if PROBED[n][0]])
+def test_the_templates_own_error_is_reported_as_a_violation(name: str) -> None:
+    rules, wording = PROBED[name]
+    shape = REJECTED_SHAPE.get(rules[0], REJECTED_SHAPE["system-not-first"])
+    violations = validate_messages(shape, chat_template=template(name))
+    [rendered] = [v for v in violations if v.rule == "chat-template"]
+    assert rendered.index == -1 and wording in rendered.message
+    governed = ContextGovernor(chat_template=template(name)).invoke(shape)
+    assert validate_messages(governed, chat_template=template(name)) == []
+
+
+@pytest.mark.parametrize("name", list(PROBED))
+def test_the_profile_of_each_template_family_renders_the_shapes_it_rejects(name: str) -> None:
+    for shape in REJECTED_SHAPE.values():
+        governed = ContextGovernor(provider=PROFILE_OF[name]).invoke(shape)
+        render_chat_template(template(name), governed)
+
+
+@pytest.mark.parametrize("name", list(PROBED))
+def test_governed_histories_render_and_raw_ones_often_do_not(name: str) -> None:
+    text = template(name)
+    governor = ContextGovernor(chat_template=text)
+    raw_failures: list[bool] = []
+
+    @settings(max_examples=60, database=None)
+    @given(history=histories())
+    def governed_history_renders(history: list[BaseMessage]) -> None:
+        assume(history)  # an empty request has nothing to render or govern
+        raw_failures.append(any(v.rule == "chat-template" for v in _template_check(history, text)))
+        governed = governor.invoke(history)
+        assume(governed)  # only orphan results: nothing is left to send
+        assert validate_messages(governed, chat_template=text) == []
+
+    governed_history_renders()
+    if PROBED[name][0]:
+        # The template rejects shapes random agent histories often have.
+        assert sum(raw_failures) >= len(raw_failures) // 10 > 0
+
+
+def _template_check(history: list[BaseMessage], text: str) -> list[Any]:
+    # The raw history is only rendered: the profile checks would flag it anyway.
+    from langchain_context_governance.templates import chat_template_violation
+
+    violation = chat_template_violation(text, history)
+    return [] if violation is None else [violation]
+
+
+def test_a_template_is_probed_once_per_text() -> None:
+    text = template("Qwen3.5-4B")
+    ContextGovernor(chat_template=text)
+    before = rules_for_chat_template.cache_info()
+    ContextGovernor(chat_template=text, provider="mistral")
+    after = rules_for_chat_template.cache_info()
+    assert after.hits == before.hits + 1 and after.misses == before.misses
+
+
+def test_a_template_that_rejects_a_plain_conversation_is_a_value_error() -> None:
+    refuses = "{{ raise_exception('no conversations here') }}"
+    with pytest.raises(ValueError, match=r"canonical legal conversation.*no conversations here"):
+        ContextGovernor(chat_template=refuses)
+
+
+def test_a_template_that_is_not_jinja_is_a_value_error_naming_the_setting() -> None:
+    with pytest.raises(ValueError, match="chat_template cannot be read as a Jinja template"):
+        validate_messages([HumanMessage("hi")], chat_template="{% for m in messages %}")
+
+
+def test_rendering_follows_transformers(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (
+        "{% for m in messages %}{% if m.role == 'tool' %}{% continue %}{% endif %}"
+        "{{ m.role }}:{{ m.tool_calls | tojson if m.tool_calls is defined else m.content }}\n"
+        "{% endfor %}{{ bos_token }}{{ add_generation_prompt }}{{ strftime_now('%Y') | length }}"
+    )
+    request = [
+        HumanMessage("<hi>"),
+        ai_calls(call("aB3dE5gH1", "grep", q="é")),
+        result("aB3dE5gH1"),
+    ]
+    rendered = render_chat_template(text, request)
+    # Function-format calls with parsed arguments; tojson leaves non-ASCII as it is.
+    calls = [
+        {
+            "id": "aB3dE5gH1",
+            "type": "function",
+            "function": {"name": "grep", "arguments": {"q": "é"}},
+        }
+    ]
+    assert rendered == f"user:<hi>\nassistant:{json.dumps(calls, ensure_ascii=False)}\n<s>True4"
+
+
+def test_missing_jinja2_is_an_import_error_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_import = builtins.__import__
+
+    def without_jinja(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith("jinja2"):
+            raise ImportError("No module named 'jinja2'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_jinja)
+    with pytest.raises(ImportError, match=r"langchain-context-governance\[templates\]"):
+        _compile("{{ messages }} not compiled before")
+
+
+def test_cli_check_with_a_chat_template(tmp_path: Path) -> None:
+    source = tmp_path / "in.json"
+    parallel = REJECTED_SHAPE["one-tool-call-per-message"]
+    source.write_text(json.dumps(convert_to_openai_messages(parallel)), encoding="utf-8")
+    llama = TEMPLATES / "meta-llama-Llama-3.1-8B-Instruct.jinja"
+    runner = CliRunner()
+
+    plain = runner.invoke(app, ["check", str(source)])
+    with_template = runner.invoke(app, ["check", str(source), "--chat-template", str(llama)])
+    missing = runner.invoke(app, ["check", str(source), "--chat-template", str(tmp_path / "x")])
+
+    assert plain.exit_code == 0
+    assert with_template.exit_code == EXIT_BROKEN_RULES
+    assert "single tool-calls" in with_template.stdout
+    assert "parallel-tool-calls" in with_template.stdout
+    assert missing.exit_code == EXIT_BAD_INPUT and "--chat-template" in missing.stderr
+
+
+def test_from_model_probes_the_chat_template_of_the_models_tokenizer() -> None:
+    from langchain_context_governance.testing import ScriptedChatModel
+
+    class Tokenizer:
+        chat_template = template("meta-llama-Llama-3.1-8B-Instruct")
+
+    class LocalModel(ScriptedChatModel):
+        tokenizer: Any = Tokenizer()
+
+    governor = ContextGovernor.from_model(LocalModel([]))
+    assert governor.chat_template == Tokenizer.chat_template
+    governed = governor.invoke(REJECTED_SHAPE["one-tool-call-per-message"])
+    assert [m.type for m in governed] == ["human", "ai", "tool", "ai", "tool"]
+    assert ContextGovernor.from_model(ScriptedChatModel([])).chat_template is None
