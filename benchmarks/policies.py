@@ -212,7 +212,7 @@ def timing_policies(budget: int) -> list[NamedPolicy]:
         trim_policy(TRIM_TIKTOKEN, budget, make_tiktoken_list_counter),
         clear_tool_uses_policy(budget),
         *governor_policies(budget, token_counter="approximate")[:1],
-        *governor_policies(budget, token_counter="tiktoken")[:1],
+        *governor_policies(budget, token_counter="tiktoken:cl100k_base")[:1],
     ]
 
 

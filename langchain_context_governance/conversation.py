@@ -76,7 +76,7 @@ class Conversations:
     Example:
         >>> from langchain_context_governance.passes.repair_stream import RepairStream
         >>> def new_state():
-        ...     repairs = RepairStream(repair_group=lambda m: (m, {}), count_message=len)
+        ...     repairs = RepairStream(repair_group=lambda m, d: (m, {}), count_message=len)
         ...     return ConversationState(repairs, window=None)
         >>> conversations = Conversations(new_state, max_conversations=2)
         >>> first = conversations.state_for("thread-1", [])

@@ -3,26 +3,28 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
-from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_core.prompt_values import PromptValue
-from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableSerializable
-from pydantic import ConfigDict, PrivateAttr
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
+from pydantic import ConfigDict, PrivateAttr, model_validator
 
-from langchain_context_governance._messages import (
-    as_message_list,
-)
+from langchain_context_governance._messages import as_message_list
+from langchain_context_governance._settings import reject_unknown_settings
 from langchain_context_governance.conversation import (
     DEFAULT_MAX_CONVERSATIONS,
     Conversations,
     ConversationState,
-    thread_id_of,
+)
+from langchain_context_governance.model_settings import (
+    chat_model_from_string,
+    model_label,
+    settings_for_model,
 )
 from langchain_context_governance.passes.alternation import (
     SYNTHETIC_USER_CONTENT,
@@ -42,15 +44,19 @@ from langchain_context_governance.passes.microcompact import (
     validate_microcompact_settings,
 )
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
+from langchain_context_governance.passes.provider_repairs import give_reused_call_ids_fresh_ids
 from langchain_context_governance.passes.provider_rules import (
     apply_group_rules_with_count,
     apply_provider_rules_with_counts,
+    messages_between,
+    requires_unique_call_ids,
 )
 from langchain_context_governance.passes.repair_stream import RepairStream
 from langchain_context_governance.passes.snip import snip_history_with_count
 from langchain_context_governance.providers import PROVIDERS
 from langchain_context_governance.templates import rules_for_chat_template
 from langchain_context_governance.tokens import MessageTokenCounter, get_token_counter
+from langchain_context_governance.tracing import agovern_in_run, govern_in_run
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +90,17 @@ class GovernanceReport:
     @property
     def within_budget(self) -> bool:
         return self.budget is None or self.tokens_after <= self.budget
+
+    def __str__(self) -> str:
+        budget = "no budget" if self.budget is None else f"budget {self.budget:,}"
+        verdict = "" if self.within_budget else " OVER BUDGET"
+        changed = ", ".join(f"{name}={count}" for name, count in self.changes.items() if count)
+        fallback = ", fell back" if self.fell_back else ""
+        return (
+            f"tokens {self.tokens_before:,} -> {self.tokens_after:,} ({budget}{verdict}), "
+            f"messages {self.messages_before} -> {self.messages_after}"
+            f"{'; ' + changed if changed else ''}{fallback}"
+        )
 
 
 @dataclass(frozen=True)
@@ -130,23 +147,6 @@ def _validate_settings(governor: ContextGovernor) -> None:
         raise ValueError(f"provider must be one of {known}, got {governor.provider!r}")
 
 
-def _unwrap_model(model: Runnable[Any, Any]) -> Runnable[Any, Any]:
-    """The chat model behind `bind_tools` / `with_config` bindings."""
-    while isinstance(model, RunnableBinding):
-        model = model.bound
-    return model
-
-
-def _bound_tools(model: Runnable[Any, Any]) -> list[Any]:
-    """Tool definitions that `bind_tools` bound to the model; they are sent with each request."""
-    while isinstance(model, RunnableBinding):
-        tools = model.kwargs.get("tools")
-        if tools:
-            return list(tools)
-        model = model.bound
-    return []
-
-
 def ensure_user_message(messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
     """Add a synthetic user turn to a non-empty request that has none."""
     if not messages or any(isinstance(message, HumanMessage) for message in messages):
@@ -188,7 +188,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     It is a Runnable, so `governor | chat_model` sends the governed copy to the model.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     context_window_tokens: int | None = None
     max_output_tokens: int = 4096
@@ -210,7 +210,15 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     _budget: int | None = PrivateAttr(default=None)
     # Rules the chat template needs beyond the provider profile (probed once per template).
     _template_rules: tuple[str, ...] = PrivateAttr(default=())
+    _unique_call_ids: bool = PrivateAttr(default=False)
     _conversations: Conversations = PrivateAttr()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_unknown_settings(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            reject_unknown_settings(data, cls.model_fields, where=cls.__name__)
+        return data
 
     def model_post_init(self, context: Any, /) -> None:
         _validate_settings(self)
@@ -220,6 +228,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         self._counter = get_token_counter(self.token_counter)
         if self.chat_template is not None:
             self._template_rules = rules_for_chat_template(self.chat_template)
+        self._unique_call_ids = requires_unique_call_ids(
+            self.provider, extra_rules=self._template_rules
+        )
         self._conversations = Conversations(
             self._new_conversation, max_conversations=self.max_conversations
         )
@@ -238,7 +249,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 compactable_tools=self.compactable_tools,
             )
         repairs = RepairStream(
-            repair_group=self._repair_group, count_message=self._counter.count_message
+            repair_group=self._repair_group,
+            count_message=self._counter.count_message,
+            bridge=self._bridge,
         )
         return ConversationState(repairs, window)
 
@@ -255,34 +268,36 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return self.model_copy(update={"tools": list(tools) if tools else None})
 
     @classmethod
-    def from_model(cls, chat_model: Runnable[Any, Any], **overrides: Any) -> ContextGovernor:
+    def from_model(cls, chat_model: Runnable[Any, Any] | str, **overrides: Any) -> ContextGovernor:
         """A governor sized for `chat_model`: its context window and output reservation.
 
-        The window is `chat_model.profile["max_input_tokens"]`; the output reservation
-        is the model's own `max_tokens` setting where set, else
-        `profile["max_output_tokens"]`. Tokens are counted with the model where it
-        supports counting, and the model's tokenizer's chat template is probed where it has
-        one. `bind_tools` bindings are unwrapped. `overrides` win.
+        `chat_model` is a chat model (`bind_tools` bindings are unwrapped) or a
+        "provider:model" string, built with langchain's `init_chat_model` only to be read.
+        The window is `profile["max_input_tokens"]`; the output reservation is the model's
+        own `max_tokens` setting where set, else `profile["max_output_tokens"]`. OpenAI
+        models count with their bundled tiktoken encoding, other models with their own
+        counter where it needs no network, else approximately; the tokenizer's chat
+        template is probed where the model has one. `overrides` win; an unknown
+        one raises. When no window is found, ValueError asks for `context_window_tokens`;
+        an explicit `context_window_tokens=None` warns instead (repairs only, no trimming).
         """
-        model = _unwrap_model(chat_model)
-        profile = getattr(model, "profile", None) or {}
-        settings: dict[str, Any] = {}
-        bound_tools = _bound_tools(chat_model)
-        if bound_tools:
-            settings["tools"] = bound_tools
-        if profile.get("max_input_tokens"):
-            settings["context_window_tokens"] = int(profile["max_input_tokens"])
-        max_tokens = getattr(model, "max_tokens", None)
-        if isinstance(max_tokens, int) and max_tokens > 0:
-            settings["max_output_tokens"] = max_tokens
-        elif profile.get("max_output_tokens"):
-            settings["max_output_tokens"] = int(profile["max_output_tokens"])
-        if isinstance(model, BaseLanguageModel):
-            settings["token_counter"] = model
-        # e.g. ChatHuggingFace: the tokenizer's Jinja chat template.
-        chat_template = getattr(getattr(model, "tokenizer", None), "chat_template", None)
-        if isinstance(chat_template, str):
-            settings["chat_template"] = chat_template
+        reject_unknown_settings(overrides, cls.model_fields, where=f"{cls.__name__}.from_model")
+        if isinstance(chat_model, str):
+            chat_model = chat_model_from_string(chat_model)
+        settings = settings_for_model(chat_model)
+        if "context_window_tokens" not in settings and "context_window_tokens" not in overrides:
+            raise ValueError(
+                f"from_model: {model_label(chat_model)} has no context window in its profile "
+                "(profile['max_input_tokens']); pass context_window_tokens=N, or "
+                "context_window_tokens=None to repair without ever trimming"
+            )
+        if "context_window_tokens" in overrides and overrides["context_window_tokens"] is None:
+            warnings.warn(
+                "from_model: context_window_tokens=None: the governor repairs requests but "
+                "never trims them to a window",
+                UserWarning,
+                stacklevel=2,
+            )
         settings.update(overrides)
         return cls(**settings)
 
@@ -343,6 +358,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             **self._measure(original, raw_tokens, governed, plan),
         )
         logger.debug("context governance report: %s", report)
+        if not report.within_budget and not state.over_budget_warned:
+            state.over_budget_warned = True
+            _warn_over_budget(report)
         return GovernanceResult(messages=list(governed), report=report)
 
     def _run_pipeline(
@@ -379,16 +397,32 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return request, changes, plan
 
     def _repair_group(
-        self, group: list[BaseMessage]
+        self, group: list[BaseMessage], declared_before: Callable[[str], bool]
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        """One group's provider rules that need only the group, then its pairs.
+        """One group's pairs, then the provider rules that need only the group.
 
-        A call without an id cannot be answered, and a rewritten id or tool name, blank
-        text removed or a parallel call split changes the token count, so these run on
-        the history, before cutting.
+        A rewritten call id or tool name (a call without an id gets one, and a
+        placeholder result), blank text removed, a parallel call split or tool traffic
+        written as text changes the token count, so these run on the history, before
+        cutting. Where the provider wants ids unique in the request,
+        a call id declared in an earlier group gets a fresh one here, so every request
+        cut from the history has unique ids.
         """
-        steps = [("apply_provider_rules", self._apply_group_rules), *_PAIR_REPAIRS]
-        return _run_steps(group, steps)
+        repaired, changes = _run_steps(
+            group, [*_PAIR_REPAIRS, ("apply_provider_rules", self._apply_group_rules)]
+        )
+        if self._unique_call_ids:
+            fresh, renamed = give_reused_call_ids_fresh_ids(repaired, taken=declared_before)
+            if renamed:
+                changes["apply_provider_rules"] = changes.get("apply_provider_rules", 0) + renamed
+                repaired = fresh
+        return repaired, changes
+
+    def _bridge(self, previous: BaseMessage, message: BaseMessage) -> list[BaseMessage]:
+        """What the provider wants between two groups (see `messages_between`)."""
+        return messages_between(
+            previous, message, provider=self.provider, extra_rules=self._template_rules
+        )
 
     def _apply_group_rules(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
         return apply_group_rules_with_count(
@@ -455,53 +489,51 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return _run_steps(messages, self._request_repairs())
 
     def as_pre_model_hook(
-        self, mode: Literal["llm_input", "replace"] = "llm_input"
+        self,
+        mode: Literal["llm_input", "replace"] = "llm_input",
+        *,
+        report_key: str | None = None,
     ) -> Runnable[Any, dict[str, Any]]:
         """A LangGraph pre-model node that governs `state["messages"]` before each model call.
 
         `mode="llm_input"` returns `{"llm_input_messages": governed}`: the model sees the
         governed copy while the stored history stays whole. `mode="replace"` rewrites the
         stored history with the governed list. The node finds the conversation by the
-        run's thread id.
+        run's thread id. With `report_key`, the update also puts the report, as a plain
+        dict, under that state key.
         """
         from langchain_context_governance.langgraph import build_pre_model_hook
 
-        return build_pre_model_hook(self, mode=mode)
+        return build_pre_model_hook(self, mode=mode, report_key=report_key)
 
     def invoke(
         self, input: GovernorInput, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[BaseMessage]:
-        return self._call_with_config(self._govern_messages, input, config, run_type="chain")
+        return govern_in_run(self, input, config).messages
 
     async def ainvoke(
         self, input: GovernorInput, config: RunnableConfig | None = None, **kwargs: Any
     ) -> list[BaseMessage]:
-        return await self._acall_with_config(
-            self._agovern_messages, input, config, run_type="chain"
-        )
-
-    def _govern_messages(
-        self,
-        messages: GovernorInput,
-        run_manager: CallbackManagerForChainRun,
-        config: RunnableConfig,
-    ) -> list[BaseMessage]:
-        return self.govern(messages, thread_id=thread_id_of(config)).messages
-
-    async def _agovern_messages(
-        self,
-        messages: GovernorInput,
-        run_manager: AsyncCallbackManagerForChainRun,
-        config: RunnableConfig,
-    ) -> list[BaseMessage]:
-        # Governance is computation on a copy; no lock is held while another call waits.
-        return self.govern(messages, thread_id=thread_id_of(config)).messages
+        return (await agovern_in_run(self, input, config)).messages
 
 
 _PAIR_REPAIRS: list[tuple[str, PassFunction]] = [
     ("drop_orphan_tool_results", drop_orphan_tool_results_with_count),
     ("backfill_missing_tool_results", backfill_missing_tool_results_with_count),
 ]
+
+
+def _warn_over_budget(report: GovernanceReport) -> None:
+    """Over budget is never silent: one WARNING per conversation."""
+    assert report.budget is not None
+    logger.warning(
+        "context governance: the request is over budget: %d tokens for a budget of %d "
+        "(%d over); the model may reject it as too long. Raise the window or shrink what "
+        "governance cannot cut (the system message, the last turn, tool definitions).",
+        report.tokens_after,
+        report.budget,
+        report.tokens_after - report.budget,
+    )
 
 
 def _to_message_list(messages: GovernorInput) -> list[BaseMessage]:

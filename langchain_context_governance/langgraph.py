@@ -16,8 +16,8 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.graph import MessagesState
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from langchain_context_governance.conversation import thread_id_of
-from langchain_context_governance.governor import ContextGovernor
+from langchain_context_governance.governor import ContextGovernor, GovernanceResult
+from langchain_context_governance.tracing import agovern_in_run, govern_in_run, report_as_dict
 
 __all__ = [
     "LLM_INPUT_MESSAGES_KEY",
@@ -54,19 +54,18 @@ class _PreModelNode:
 
     governor: ContextGovernor
     mode: PreModelHookMode
+    report_key: str | None = None
 
     def update_for(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        governed = self._govern(_state_messages(state), thread_id_of(config))
-        if self.mode == "replace":
-            return {_MESSAGES_KEY: _replacement_of_history(governed)}
-        return {LLM_INPUT_MESSAGES_KEY: governed}
+        messages = _state_messages(state)
+        return self._update(messages, govern_in_run(self.governor, messages, config))
 
     async def aupdate_for(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
-        # Governance is computation on a copy; no lock is held while another call waits.
-        return self.update_for(state, config)
+        messages = _state_messages(state)
+        return self._update(messages, await agovern_in_run(self.governor, messages, config))
 
-    def _govern(self, messages: list[BaseMessage], thread_id: str | None) -> list[BaseMessage]:
-        governed = self.governor.govern(messages, thread_id=thread_id).messages
+    def _update(self, messages: list[BaseMessage], result: GovernanceResult) -> dict[str, Any]:
+        governed = result.messages
         if not governed:
             # create_react_agent treats an empty llm_input_messages as absent and would
             # send the whole ungoverned history instead.
@@ -74,11 +73,21 @@ class _PreModelNode:
                 f"state[{_MESSAGES_KEY!r}] holds nothing a model can be asked: governance "
                 f"left no message out of {len(messages)}"
             )
-        return governed
+        update: dict[str, Any]
+        if self.mode == "replace":
+            update = {_MESSAGES_KEY: _replacement_of_history(governed)}
+        else:
+            update = {LLM_INPUT_MESSAGES_KEY: governed}
+        if self.report_key is not None:
+            update[self.report_key] = report_as_dict(result.report)
+        return update
 
 
 def build_pre_model_hook(
-    governor: ContextGovernor, *, mode: PreModelHookMode = "llm_input"
+    governor: ContextGovernor,
+    *,
+    mode: PreModelHookMode = "llm_input",
+    report_key: str | None = None,
 ) -> Runnable[Any, dict[str, Any]]:
     """A LangGraph node that governs `state["messages"]` before each model call.
 
@@ -89,6 +98,10 @@ def build_pre_model_hook(
     - `mode="replace"`: returns `{"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES),
       *governed]}`, so the stored history itself shrinks. Kept messages keep their ids;
       messages governance creates get new ones.
+
+    With `report_key`, the update also holds the report as a plain dict under that key
+    (declare the key in the state, or LangGraph drops it). Each call shows in traces as a
+    child run named "ContextGovernor" whose outputs carry the report.
 
     The node works the same under `invoke`, `ainvoke`, `stream` and `astream`, finds
     the conversation's state by the run's `thread_id`, and raises ValueError rather
@@ -106,7 +119,11 @@ def build_pre_model_hook(
     """
     if mode not in PRE_MODEL_HOOK_MODES:
         raise ValueError(f"mode must be one of {PRE_MODEL_HOOK_MODES}, got {mode!r}")
-    node = _PreModelNode(governor=governor, mode=mode)
+    if report_key is not None and (not isinstance(report_key, str) or not report_key):
+        raise ValueError(f"report_key must be a non-empty string or None, got {report_key!r}")
+    if report_key in (_MESSAGES_KEY, LLM_INPUT_MESSAGES_KEY):
+        raise ValueError(f"report_key must not be {report_key!r}: the node writes messages there")
+    node = _PreModelNode(governor=governor, mode=mode, report_key=report_key)
     return RunnableLambda(node.update_for, afunc=node.aupdate_for, name=_NODE_NAME)
 
 

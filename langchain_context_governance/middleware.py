@@ -5,14 +5,17 @@ Needs the `agents` extra (`pip install "langchain-context-governance[agents]"`).
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
-from langgraph.config import get_config
 
-from langchain_context_governance.conversation import thread_id_of
-from langchain_context_governance.governor import ContextGovernor
+from langchain_context_governance.governor import ContextGovernor, GovernanceResult
+from langchain_context_governance.model_settings import model_label
+from langchain_context_governance.tracing import agovern_in_run, govern_in_run
 
 try:
     from langchain.agents.middleware import (
@@ -29,6 +32,13 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess tes
     ) from error
 
 __all__ = ["ContextGovernanceMiddleware"]
+
+logger = logging.getLogger(__name__)
+
+# Models one agent calls are few (a main model and its fallbacks); the oldest is dropped.
+MAX_GOVERNED_MODELS = 32
+# The window comes from the called model, the tools from the request.
+_NOT_KEPT = ("context_window_tokens", "tools")
 
 
 class _GovernorForTools:
@@ -57,6 +67,50 @@ class _GovernorForTools:
         return governor
 
 
+class _GovernorForModels:
+    """For a governor built without a window: a governor sized for each model called.
+
+    Routing and fallback middleware swap `request.model`, so the window is read from the
+    model actually called (`ContextGovernor.from_model`), with the settings the user set
+    by hand kept. One governor per model object, so each keeps its replay state.
+    """
+
+    def __init__(self, governor: ContextGovernor) -> None:
+        self._governor = governor
+        self._settings = {
+            name: getattr(governor, name)
+            for name in governor.model_fields_set
+            if name not in _NOT_KEPT
+        }
+        self._by_model: OrderedDict[int, tuple[Any, _GovernorForTools]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def for_model(self, model: Any) -> _GovernorForTools:
+        with self._lock:
+            found = self._by_model.get(id(model))
+            if found is not None and found[0] is model:
+                self._by_model.move_to_end(id(model))
+                return found[1]
+        governors = _GovernorForTools(self._sized_for(model))
+        with self._lock:
+            self._by_model[id(model)] = (model, governors)
+            if len(self._by_model) > MAX_GOVERNED_MODELS:
+                self._by_model.popitem(last=False)
+        return governors
+
+    def _sized_for(self, model: Any) -> ContextGovernor:
+        try:
+            return type(self._governor).from_model(model, **self._settings)
+        except ValueError as error:
+            logger.warning(
+                "context governance: cannot size the request for %s (%s); it is repaired "
+                "but not trimmed",
+                model_label(model),
+                error,
+            )
+            return self._governor
+
+
 class ContextGovernanceMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Govern each model request of a `create_agent` agent; the agent state stays whole.
 
@@ -64,6 +118,12 @@ class ContextGovernanceMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     messages are governed together with its system message, and its tool definitions
     count against the budget, since both are sent with the messages. Only the request
     changes: the agent state, and what a checkpointer saves, keep every message.
+
+    A governor built without `context_window_tokens` is sized for each call from
+    `request.model` (its profile, as `ContextGovernor.from_model` reads it), so models
+    swapped in by routing or fallback middleware are governed for their own window;
+    settings set on the governor by hand are kept. Each call shows in traces as a child
+    run named "ContextGovernor" whose outputs carry the report.
 
     Example:
         >>> from langchain.agents import create_agent
@@ -84,32 +144,46 @@ class ContextGovernanceMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             raise TypeError(f"governor must be a ContextGovernor, got {type(governor).__name__}")
         self.governor = governor
         self._governors = _GovernorForTools(governor)
+        self._per_model = _GovernorForModels(governor) if governor.budget is None else None
 
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelCallResult[Any]:
-        return handler(self._governed_request(request))
+        governor, sent = self._governor_and_messages(request)
+        return handler(_with_messages(request, govern_in_run(governor, sent), sent))
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelCallResult[Any]:
-        return await handler(self._governed_request(request))
+        governor, sent = self._governor_and_messages(request)
+        result = await agovern_in_run(governor, sent)
+        return await handler(_with_messages(request, result, sent))
 
-    def _governed_request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
-        governor = self._governors.for_tools(request.tools)
-        system = request.system_message
+    def _governor_and_messages(
+        self, request: ModelRequest[Any]
+    ) -> tuple[ContextGovernor, list[BaseMessage]]:
+        """The governor for this call's model and tools, and the messages the call sends."""
+        governors = self._governors
+        if self._per_model is not None:
+            governors = self._per_model.for_model(request.model)
         sent: list[BaseMessage] = [*request.messages]
-        if system is not None:
-            sent.insert(0, system)
-        governed = governor.govern(sent, thread_id=_current_thread_id()).messages
-        governed_system, messages = _split_system_message(governed, had_system=system is not None)
-        return request.override(
-            system_message=governed_system, messages=cast("list[AnyMessage]", messages)
-        )
+        if request.system_message is not None:
+            sent.insert(0, request.system_message)
+        return governors.for_tools(request.tools), sent
+
+
+def _with_messages(
+    request: ModelRequest[Any], result: GovernanceResult, sent: list[BaseMessage]
+) -> ModelRequest[Any]:
+    had_system = request.system_message is not None
+    governed_system, messages = _split_system_message(result.messages, had_system=had_system)
+    return request.override(
+        system_message=governed_system, messages=cast("list[AnyMessage]", messages)
+    )
 
 
 def _split_system_message(
@@ -122,15 +196,6 @@ def _split_system_message(
     # Governance never drops, merges or moves a leading system message.
     assert isinstance(first, SystemMessage)
     return first, governed[1:]
-
-
-def _current_thread_id() -> str | None:
-    """The thread of the agent run this model call belongs to, if it runs in one."""
-    try:
-        config = get_config()
-    except RuntimeError:  # called outside a runnable context
-        return None
-    return thread_id_of(config)
 
 
 def _same_objects(first: tuple[Any, ...], second: tuple[Any, ...]) -> bool:

@@ -777,6 +777,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="no-tool-role",
+        within_group=True,
         codes=("tool-traffic",),
         prevents='Gemma chat templates: "Conversation roles must alternate '
         'user/assistant/user/assistant/..." for any tool message.',

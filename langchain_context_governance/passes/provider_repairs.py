@@ -243,6 +243,64 @@ def give_tool_calls_legal_ids(
     return answered, changed + backfilled
 
 
+def give_reused_call_ids_fresh_ids(
+    messages: list[BaseMessage], *, taken: Callable[[str], bool]
+) -> tuple[list[BaseMessage], int]:
+    """Fresh ids for calls whose id `taken` says was declared before `messages`.
+
+    For a part of a history (one tool-call group) under a provider that wants call ids
+    unique in the request: each such call, and its result in `messages`, gets a stable
+    id of nine letters or digits that nothing before or in `messages` uses, so a
+    request cut from the history keeps its ids unique.
+    """
+    in_part = _ids_in_request(messages)
+    renamed: dict[str, str] = {}
+    output: list[BaseMessage] = []
+    changed = 0
+    for message in messages:
+        relabeled: BaseMessage = message
+        if isinstance(message, AIMessage):
+            reused = [call_id for call_id in _raw_call_ids(message) if call_id and taken(call_id)]
+            for call_id in reused:
+                renamed.setdefault(call_id, _fresh_id(call_id, taken, in_part))
+            if reused:
+                relabeled = _with_call_ids(message, renamed)
+        elif isinstance(message, ToolMessage) and message.tool_call_id in renamed:
+            relabeled = message.model_copy(update={"tool_call_id": renamed[message.tool_call_id]})
+        changed += relabeled is not message
+        output.append(relabeled)
+    return (output, changed) if changed else (messages, 0)
+
+
+def _fresh_id(call_id: str, taken: Callable[[str], bool], in_part: set[str]) -> str:
+    salt = 0
+    candidate = stable_tool_call_id(call_id)
+    while taken(candidate) or candidate in in_part:
+        salt += 1
+        candidate = stable_tool_call_id(f"{call_id}#{salt}")
+    in_part.add(candidate)
+    return candidate
+
+
+def _with_call_ids(message: AIMessage, renamed: dict[str, str]) -> AIMessage:
+    def relabel(call: dict[str, Any]) -> dict[str, Any]:
+        call_id = call.get("id")
+        return {**call, "id": renamed[call_id]} if call_id in renamed else call
+
+    content = message.content
+    if tool_use_blocks(content):
+        content = [
+            relabel(block) if isinstance(block, dict) and block.get("type") == "tool_use" else block
+            for block in message.content
+        ]
+    update = {
+        "tool_calls": [relabel(dict(call)) for call in message.tool_calls],
+        "invalid_tool_calls": [relabel(dict(call)) for call in message.invalid_tool_calls],
+        "content": content,
+    }
+    return message.model_copy(update=update)
+
+
 def legal_tool_name(name: str | None) -> str:
     """`name` with every character Mistral rejects replaced by '_', cut to 64 characters."""
     legal = _NAME_CHARACTER_NOT_ALLOWED.sub("_", name or "")[:_MAX_TOOL_NAME_LENGTH]

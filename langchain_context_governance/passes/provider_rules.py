@@ -27,12 +27,42 @@ from langchain_context_governance.rules import ALTERNATION_PASS_NAME, PASS_NAME,
 
 __all__ = [
     "UNNAMED_TOOL",
+    "apply_group_rules_with_count",
     "apply_provider_rules",
     "apply_provider_rules_with_count",
     "apply_provider_rules_with_counts",
     "legal_tool_name",
+    "messages_between",
+    "requires_unique_call_ids",
     "stable_tool_call_id",
 ]
+
+
+def requires_unique_call_ids(provider: str, *, extra_rules: Collection[str] = ()) -> bool:
+    """Whether `provider` (with `extra_rules`) wants every call id once in a request."""
+    return any(rule.name == "unique-tool-call-ids" for rule in rules_named(provider, extra_rules))
+
+
+def messages_between(
+    previous: BaseMessage,
+    message: BaseMessage,
+    *,
+    provider: str,
+    extra_rules: Collection[str] = (),
+) -> list[BaseMessage]:
+    """Messages the rules of `provider` insert between `previous` and `message`.
+
+    E.g. Mistral's assistant turn between tool results and a user message. For a history
+    repaired group by group: the repair runs on the two messages alone, and only what it
+    puts between them, keeping both, is taken.
+    """
+    for rule in rules_named(provider, extra_rules):
+        if rule.within_group or rule.breaks_at is None or not rule.breaks_at(previous, message):
+            continue
+        repaired, _ = rule.repair([previous, message])
+        if len(repaired) > 2 and repaired[0] is previous and repaired[-1] is message:
+            return repaired[1:-1]
+    return []
 
 
 def apply_group_rules_with_count(

@@ -24,7 +24,8 @@ its call was already answered with the placeholder, and moving the result back w
 rewrite a prefix the provider's prompt cache holds.
 
 The stream keeps no message objects of the history: positions, weak references and
-fingerprints of what it read, and the few messages that repairs created.
+fingerprints of what it read, the call ids declared, and the few messages that repairs
+created.
 """
 
 from __future__ import annotations
@@ -39,18 +40,24 @@ from typing import overload
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from langchain_context_governance._messages import message_fingerprint
+from langchain_context_governance._messages import iter_declared_tool_calls, message_fingerprint
 from langchain_context_governance.passes.alternation import (
     SYNTHETIC_USER_CONTENT,
     can_merge_turns,
     merge_turns,
 )
 
-# A group's repair: its messages (a head and the tool results after it) to the repaired
-# messages and how many each pass changed.
-GroupRepair = Callable[[list[BaseMessage]], tuple[list[BaseMessage], Mapping[str, int]]]
+# A group's repair: its messages (a head and the tool results after it) and whether a call
+# id was declared before the group, to the repaired messages and the changes by pass.
+GroupRepair = Callable[
+    [list[BaseMessage], Callable[[str], bool]], tuple[list[BaseMessage], Mapping[str, int]]
+]
+# Messages a provider wants between two messages (the last of a group, the next group's
+# first), e.g. an assistant turn between tool results and a user message.
+Bridge = Callable[[BaseMessage, BaseMessage], list[BaseMessage]]
 
 ALTERNATION_PASS_NAME = "enforce_role_alternation"
+BRIDGE_PASS_NAME = "apply_provider_rules"
 # Where no source index exists: the message was made by a repair.
 _MADE = -1
 _dereference = weakref.ref.__call__
@@ -138,10 +145,15 @@ class RepairStream:
     """
 
     def __init__(
-        self, *, repair_group: GroupRepair, count_message: Callable[[BaseMessage], int]
+        self,
+        *,
+        repair_group: GroupRepair,
+        count_message: Callable[[BaseMessage], int],
+        bridge: Bridge | None = None,
     ) -> None:
         """`count_message` counts the history as it came, for `raw_tokens`."""
         self._repair_group = repair_group
+        self._bridge = bridge
         self._count_message = count_message
         self.restarted = False
         self.raw_tokens = 0
@@ -157,6 +169,7 @@ class RepairStream:
         self._sources = array("q")
         self._made: dict[int, BaseMessage] = {}
         self._opened = False
+        self._declared: set[str] = set()
         self._read_tokens = 0
         self.changes: dict[str, int] = {}
 
@@ -206,8 +219,13 @@ class RepairStream:
         """Repair the groups from `_read` on; make final those the next group cannot touch."""
         pending = _Pending()
         opened = self._opened
+        declared_in_pending: set[str] = set()
+
+        def declared_before(call_id: str) -> bool:
+            return call_id in self._declared or call_id in declared_in_pending
+
         for start, stop in _groups(messages, self._read):
-            repaired, changes = self._repair_group(list(messages[start:stop]))
+            repaired, changes = self._repair_group(list(messages[start:stop]), declared_before)
             if not repaired:
                 pending.add_changes(changes)
                 continue
@@ -219,23 +237,35 @@ class RepairStream:
                 pending.add_changes({ALTERNATION_PASS_NAME: 1})
                 repaired, sources = repaired[1:], sources[1:]
             else:
-                after_assistant = bool(pending.messages) and isinstance(
-                    pending.messages[-1], AIMessage
-                )
+                last = pending.messages[-1] if pending.messages else self._last_final(messages)
                 self._make_final(pending, messages, read_up_to=start)
                 pending = _Pending()
-                if isinstance(head, AIMessage) and (after_assistant or not opened):
+                if isinstance(head, AIMessage) and (isinstance(last, AIMessage) or not opened):
                     # Two responses that cannot merge (signed thinking) get a user turn
                     # between them, as does an assistant turn that opens the conversation.
                     repaired = [_synthetic_user_before(head, start), *repaired]
                     sources = [_MADE, *sources]
                     pending.add_changes({ALTERNATION_PASS_NAME: 1})
+                elif last is not None and self._bridge is not None:
+                    between = self._bridge(last, head)
+                    repaired = [*between, *repaired]
+                    sources = [*([_MADE] * len(between)), *sources]
+                    pending.add_changes({BRIDGE_PASS_NAME: len(between)})
             if not isinstance(head, SystemMessage):
                 opened = True
+            declared_in_pending.update(_declared_ids(repaired))
             pending.messages.extend(repaired)
             pending.sources.extend(sources)
             pending.add_changes(changes)
         return pending
+
+    def _last_final(self, messages: Sequence[BaseMessage]) -> BaseMessage | None:
+        """The last message of the final part, read again from `messages` where it came from."""
+        if not self._sources:
+            return None
+        position = len(self._sources) - 1
+        source = self._sources[position]
+        return self._made[position] if source == _MADE else messages[source]
 
     def _make_final(
         self, pending: _Pending, messages: Sequence[BaseMessage], *, read_up_to: int
@@ -246,6 +276,7 @@ class RepairStream:
             self._sources.append(source)
             if not isinstance(message, SystemMessage):
                 self._opened = True
+        self._declared.update(_declared_ids(pending.messages))
         for name, count in pending.changes.items():
             self.changes[name] = self.changes.get(name, 0) + count
         self._remember_read(messages, read_up_to)
@@ -268,6 +299,12 @@ def _groups(messages: Sequence[BaseMessage], start: int) -> Iterator[tuple[int, 
             stop += 1
         yield start, stop
         start = stop
+
+
+def _declared_ids(messages: list[BaseMessage]) -> Iterator[str]:
+    for message in messages:
+        if isinstance(message, AIMessage):
+            yield from (call_id for call_id, _ in iter_declared_tool_calls(message))
 
 
 def _source_of(message: BaseMessage, messages: Sequence[BaseMessage], start: int, stop: int) -> int:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,7 @@ from langchain_core.messages import BaseMessage, messages_to_dict
 from typer.testing import CliRunner
 
 from langchain_context_governance import ContextGovernor
+from langchain_context_governance.anthropic_messages import anthropic_body
 from langchain_context_governance.cli import EXIT_BAD_INPUT, EXIT_BROKEN_RULES, app
 from langchain_context_governance.providers import validate_messages
 from langchain_context_governance.transcripts import (
@@ -53,6 +57,9 @@ def write_messages(path: Path, records: list[dict[str, Any]], fmt: str) -> Path:
         text = "\n".join(json.dumps(record) for record in records) + "\n"
     elif fmt == "openai-request":
         text = json.dumps({**REQUEST_KEYS, "messages": records})
+    elif fmt == "anthropic-request":
+        messages = parse_transcript(json.dumps(records)).messages
+        text = json.dumps(anthropic_body(messages, {"system": "Be brief.", **REQUEST_KEYS}))
     else:
         messages = parse_transcript(json.dumps(records)).messages
         text = json.dumps(messages_to_dict(messages))
@@ -83,13 +90,15 @@ def test_govern_writes_the_governed_messages_in_the_input_format(tmp_path: Path,
     assert result.stdout == ""
     written = parse_transcript(out.read_text(encoding="utf-8"))
     assert written.format == fmt
-    assert validate_messages(written.messages) == []
-    expected = governed_by_default(BROKEN)
+    provider = "anthropic" if fmt == "anthropic-request" else "openai"
+    assert validate_messages(written.messages, provider=provider) == []
+    read = parse_transcript(source.read_text(encoding="utf-8"))
+    governed = ContextGovernor(provider=provider).govern(read.messages).messages
+    expected = parse_transcript(dump_transcript(governed, format=fmt, request=read.request))
     assert [(m.type, m.content) for m in written.messages] == [
-        (m.type, m.content) for m in expected
+        (m.type, m.content) for m in expected.messages
     ]
-    if fmt == "openai-request":
-        assert written.request == REQUEST_KEYS
+    assert written.request == read.request
 
 
 def test_govern_without_output_writes_to_stdout(tmp_path: Path) -> None:
@@ -298,7 +307,7 @@ BAD_INPUTS = {
                 },
             ]
         ),
-        "message 1: tool call 0 (f) has no id",
+        "message 1: assistant message cannot be read: it has no 'id'",
     ),
     "no-content-no-tool-calls": (
         json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "content": None}]),
@@ -394,3 +403,163 @@ def test_python_dash_m_runs_the_same_program() -> None:
     assert completed.returncode == 0, completed.stderr
     for command in ("govern", "check", "demo"):
         assert command in completed.stdout
+
+
+# --------------------------------------------------------------------------- request bodies
+
+SCHEMA_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a file of the workspace. " * 200,
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+    },
+}
+
+
+def test_the_tools_of_a_request_body_count_and_are_written_back(tmp_path: Path) -> None:
+    body = {**REQUEST_KEYS, "tools": [SCHEMA_TOOL], "messages": CLEAN}
+    with_tools = tmp_path / "with-tools.json"
+    with_tools.write_text(json.dumps(body), encoding="utf-8")
+    without = write_messages(tmp_path / "without.json", CLEAN, "openai-request")
+
+    counted = runner.invoke(app, ["govern", str(with_tools), "--report-json", "-o", "-"])
+    plain = runner.invoke(app, ["govern", str(without), "--report-json"])
+
+    assert counted.exit_code == plain.exit_code == 0, counted.stderr
+    tools_tokens = ContextGovernor().counter.count_tools([SCHEMA_TOOL])
+    assert tools_tokens > 1_000
+    before = json.loads(counted.stderr)["tokens_before"]
+    assert before == json.loads(plain.stderr)["tokens_before"] + tools_tokens
+    assert json.loads(counted.stdout)["tools"] == [SCHEMA_TOOL]
+
+
+def test_an_anthropic_body_is_governed_by_anthropic_rules_and_written_in_kind(
+    tmp_path: Path,
+) -> None:
+    body = {
+        "model": "claude-sonnet-4-5",
+        "system": "You are a coding agent.",
+        "tools": [{"name": "read_file", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "read a.py"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}
+                ],
+            },
+            {"role": "user", "content": "sorry, I restarted"},
+        ],
+    }
+    source = tmp_path / "anthropic.json"
+    source.write_text(json.dumps(body), encoding="utf-8")
+
+    result = runner.invoke(app, ["govern", str(source), "--report-json", "-o", "-"])
+
+    assert result.exit_code == 0, result.stderr
+    written = json.loads(result.stdout)
+    assert written["system"] == body["system"]
+    assert written["tools"] == body["tools"]
+    assert [turn["role"] for turn in written["messages"]] == ["user", "assistant", "user"]
+    results = [block for block in written["messages"][2]["content"] if block["type"] != "text"]
+    assert [block["tool_use_id"] for block in results] == ["toolu_1"]
+    assert json.loads(result.stderr)["changes"]["backfill_missing_tool_results"] == 1
+    checked = runner.invoke(app, ["check", str(source)])
+    assert checked.exit_code == EXIT_BROKEN_RULES
+    assert "broken rule for provider 'anthropic'" in checked.stderr
+
+
+# --------------------------------------------------------------------------- streams, options
+
+
+def test_dash_reads_stdin_and_writes_stdout() -> None:
+    result = runner.invoke(app, ["govern", "-", "-o", "-"], input=json.dumps(BROKEN))
+
+    assert result.exit_code == 0, result.stderr
+    assert validate_messages(parse_transcript(result.stdout).messages) == []
+    checked = runner.invoke(app, ["check", "-"], input=json.dumps(CLEAN))
+    assert checked.exit_code == 0
+    assert checked.stdout.startswith("-: 3 messages")
+
+
+def test_binary_stdin_is_one_line_and_exit_2() -> None:
+    result = runner.invoke(app, ["govern", "-"], input=b"\xff\xfe\x00binary")
+
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert_one_line_error(result.stderr, "<stdin>: is not UTF-8 text")
+
+
+UNREADABLE = {
+    "directory": (None, "cannot be read"),
+    "binary": (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xd8", "is not UTF-8 text"),
+    "nested-too-deeply": (b"[" * 50_000 + b"]" * 50_000, "nested too deeply"),
+    "bad-json": (b'[{"role": "user", "content": "hi"},]', "not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("command", ["govern", "check"])
+@pytest.mark.parametrize("case", sorted(UNREADABLE))
+def test_unreadable_input_is_one_line_and_exit_2(tmp_path: Path, command: str, case: str) -> None:
+    data, problem = UNREADABLE[case]
+    source = tmp_path / case
+    if data is None:
+        source.mkdir()
+    else:
+        source.write_bytes(data)
+
+    result = runner.invoke(app, [command, str(source)])
+
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert_one_line_error(result.stderr, str(source), problem)
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_output_files_follow_the_umask(tmp_path: Path, umask: int, mode: int) -> None:
+    source = write_messages(tmp_path / "in.json", CLEAN, "openai-json")
+    out = tmp_path / "out.json"
+    previous = os.umask(umask)
+    try:
+        result = runner.invoke(app, ["govern", str(source), "-o", str(out)])
+    finally:
+        os.umask(previous)
+
+    assert result.exit_code == 0, result.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == mode
+
+
+def test_an_existing_output_file_keeps_its_mode(tmp_path: Path) -> None:
+    source = write_messages(tmp_path / "in.json", CLEAN, "openai-json")
+    out = tmp_path / "out.json"
+    out.write_text("previous", encoding="utf-8")
+    out.chmod(0o640)
+
+    assert runner.invoke(app, ["govern", str(source), "-o", str(out)]).exit_code == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640
+
+
+def test_safety_buffer_sets_the_budget(tmp_path: Path) -> None:
+    source = write_messages(tmp_path / "in.json", CLEAN, "openai-json")
+    arguments = ["govern", str(source), "--window", "10000", "--max-output", "1000"]
+
+    default = runner.invoke(app, [*arguments, "--report-json"])
+    small = runner.invoke(app, [*arguments, "--safety-buffer", "0", "--report-json"])
+
+    assert json.loads(default.stderr)["budget"] == 10_000 - 1_000 - 1_024
+    assert json.loads(small.stderr)["budget"] == 9_000
+
+
+def test_version_prints_the_package_version() -> None:
+    result = runner.invoke(app, ["--version"])
+
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"context-governance {version('langchain-context-governance')}"
+
+
+def test_help_shows_the_defaults() -> None:
+    result = runner.invoke(app, ["govern", "--help"], env={"COLUMNS": "200"})
+
+    assert result.exit_code == 0
+    assert "[default: 4096, or the --model profile's]" in result.stdout
+    assert "[default: 1024]" in result.stdout
+    assert "[default: none: no snipping]" in result.stdout

@@ -82,7 +82,7 @@ def test_requests_do_not_depend_on_the_path_two_workers_or_a_restart():
 def test_an_old_defect_is_repaired_once_not_on_every_call():
     groups_read: list[int] = []
 
-    def counting_repair(group):
+    def counting_repair(group, declared_before):
         groups_read.append(len(group))
         return group, {}
 
@@ -203,7 +203,7 @@ def test_a_busy_conversation_is_governed_from_a_fresh_state():
 
 def test_conversations_lookup_example_state_type():
     def new_state() -> ConversationState:
-        stream = RepairStream(repair_group=lambda m: (m, {}), count_message=lambda m: 1)
+        stream = RepairStream(repair_group=lambda m, d: (m, {}), count_message=lambda m: 1)
         return ConversationState(stream, None)
 
     conversations = Conversations(new_state, max_conversations=2)

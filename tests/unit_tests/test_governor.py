@@ -91,7 +91,7 @@ def test_stored_history_is_never_touched(mutation_guard):
 def test_report_is_logged_at_debug(caplog):
     with caplog.at_level(logging.DEBUG, logger="langchain_context_governance"):
         ContextGovernor().invoke([HumanMessage("hi")])
-    assert any("tokens_before" in record.getMessage() for record in caplog.records)
+    assert any("tokens 5 -> 5" in record.getMessage() for record in caplog.records)
 
 
 @pytest.mark.parametrize(

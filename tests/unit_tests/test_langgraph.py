@@ -171,6 +171,36 @@ class TestNode:
         with pytest.raises(ValueError, match="mode must be one of"):
             build_pre_model_hook(ContextGovernor(), mode="trim")  # type: ignore[arg-type]
 
+    def test_report_key_puts_the_report_in_the_update(self) -> None:
+        governor = ContextGovernor(context_window_tokens=8_000)
+        hook = governor.as_pre_model_hook(report_key="governance_report")
+        state = {"messages": [HumanMessage("hi"), ai_calls(call("c1"))]}
+        update = hook.invoke(state)
+        report = update["governance_report"]
+        assert set(update) == {"llm_input_messages", "governance_report"}
+        assert report["changes"]["backfill_missing_tool_results"] == 1
+        assert report["messages_before"] == 2
+        assert report["messages_after"] == 3
+        assert report["budget"] == governor.budget
+
+    def test_report_key_reaches_the_graph_state(self) -> None:
+        class ReportedState(GovernedMessagesState, total=False):
+            governance_report: dict[str, Any]
+
+        governor = ContextGovernor(context_window_tokens=8_000)
+        graph = StateGraph(ReportedState)
+        graph.add_node("govern", governor.as_pre_model_hook(report_key="governance_report"))
+        graph.add_edge(START, "govern")
+        graph.add_edge("govern", END)
+        final = graph.compile().invoke({"messages": [HumanMessage("hi")]})
+        assert final["governance_report"]["tokens_after"] > 0
+        assert final["governance_report"]["within_budget"] is True
+
+    @pytest.mark.parametrize("report_key", ["", "messages", "llm_input_messages"])
+    def test_rejects_a_report_key_that_cannot_hold_it(self, report_key: str) -> None:
+        with pytest.raises(ValueError, match="report_key"):
+            build_pre_model_hook(ContextGovernor(), report_key=report_key)
+
 
 class TestFromModel:
     def test_window_comes_through_bind_tools(self, tools: list[BaseTool]) -> None:

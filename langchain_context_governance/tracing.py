@@ -1,0 +1,88 @@
+"""Governance as a named run ("ContextGovernor") in LangChain's callbacks and LangSmith.
+
+Every integration path (the Runnable, the LangGraph pre-model node, the middleware) governs
+through `govern_in_run`, so a trace shows one child run per model call whose outputs hold
+the governed messages and the report: tokens before and after, the budget, changes per
+pass, the unchanged prefix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import (
+    ensure_config,
+    get_async_callback_manager_for_config,
+    get_callback_manager_for_config,
+)
+
+from langchain_context_governance.conversation import thread_id_of
+
+if TYPE_CHECKING:
+    from langchain_context_governance.governor import (
+        ContextGovernor,
+        GovernanceReport,
+        GovernanceResult,
+        GovernorInput,
+    )
+
+__all__ = ["agovern_in_run", "govern_in_run", "report_as_dict"]
+
+
+def report_as_dict(report: GovernanceReport) -> dict[str, Any]:
+    """The report as plain JSON data, `within_budget` included."""
+    data = dataclasses.asdict(report)
+    data["within_budget"] = report.within_budget
+    return data
+
+
+def _run_outputs(result: GovernanceResult) -> dict[str, Any]:
+    return {"messages": result.messages, "report": report_as_dict(result.report)}
+
+
+def govern_in_run(
+    governor: ContextGovernor, messages: GovernorInput, config: RunnableConfig | None = None
+) -> GovernanceResult:
+    """`governor.govern(messages)` as a chain run named after the governor.
+
+    Without `config`, the run nests under the run that is current (a graph node, a
+    middleware's model call), as LangChain's own runnables do. The conversation is the
+    config's LangGraph thread.
+    """
+    config = ensure_config(config)
+    run_manager = get_callback_manager_for_config(config).on_chain_start(
+        None,
+        {"messages": messages},
+        name=config.get("run_name") or governor.get_name(),
+        run_id=config.pop("run_id", None),
+    )
+    try:
+        result = governor.govern(messages, thread_id=thread_id_of(config))
+    except BaseException as error:
+        run_manager.on_chain_error(error)
+        raise
+    run_manager.on_chain_end(_run_outputs(result))
+    return result
+
+
+async def agovern_in_run(
+    governor: ContextGovernor, messages: GovernorInput, config: RunnableConfig | None = None
+) -> GovernanceResult:
+    """`govern_in_run` for async callers: async callback handlers are awaited."""
+    config = ensure_config(config)
+    run_manager = await get_async_callback_manager_for_config(config).on_chain_start(
+        None,
+        {"messages": messages},
+        name=config.get("run_name") or governor.get_name(),
+        run_id=config.pop("run_id", None),
+    )
+    try:
+        # Governance is computation on a copy; no lock is held while another call waits.
+        result = governor.govern(messages, thread_id=thread_id_of(config))
+    except BaseException as error:
+        await run_manager.on_chain_error(error)
+        raise
+    await run_manager.on_chain_end(_run_outputs(result))
+    return result
