@@ -408,8 +408,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         a call id declared in an earlier group gets a fresh one here, so every request
         cut from the history has unique ids.
         """
+        # Pairs again after the rules: a rule can remove a call (one the client would not
+        # send) or add one (a call without an id gets an id of its own).
         repaired, changes = _run_steps(
-            group, [*_PAIR_REPAIRS, ("apply_provider_rules", self._apply_group_rules)]
+            group,
+            [*_PAIR_REPAIRS, ("apply_provider_rules", self._apply_group_rules), *_PAIR_REPAIRS],
         )
         if self._unique_call_ids:
             fresh, renamed = give_reused_call_ids_fresh_ids(repaired, taken=declared_before)

@@ -379,6 +379,19 @@ def _check_no_invalid_tool_calls(request: list[BaseMessage]) -> list[Violation]:
     ]
 
 
+def _check_sendable_invalid_calls(request: list[BaseMessage]) -> list[Violation]:
+    return [
+        Violation(
+            index,
+            "unsendable-invalid-tool-call",
+            f"Message {index} has an invalid tool call without an id or a name, or with the "
+            "id of another call; this client leaves it out, so a result for it is an orphan.",
+        )
+        for index, message in enumerate(request)
+        if isinstance(message, AIMessage) and repairs.unsendable_invalid_calls(message)
+    ]
+
+
 def _check_one_call_per_message(request: list[BaseMessage]) -> list[Violation]:
     return [
         Violation(
@@ -625,6 +638,20 @@ RULES: tuple[Rule, ...] = (
         check=_check_message_types,
         repair=repairs.convert_other_message_types,
         profiles=_EVERY,
+    ),
+    Rule(
+        name="sendable-invalid-tool-calls",
+        within_group=True,
+        codes=("unsendable-invalid-tool-call",),
+        prevents=(
+            'Anthropic: "unexpected `tool_use_id` found in `tool_result` blocks", for the '
+            "result of an invalid tool call that ChatAnthropic did not send (it sends one as "
+            "`tool_use` only with an id and a name of its own)."
+        ),
+        source="langchain-anthropic _format_messages; captured on the wire (tests/test_wire).",
+        check=_check_sendable_invalid_calls,
+        repair=repairs.drop_unsendable_invalid_calls,
+        profiles=_in("anthropic", "strict"),
     ),
     Rule(
         name="tool-call-pairing",

@@ -544,6 +544,33 @@ def _arguments_of(invalid: dict[str, Any]) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"arguments": raw or ""}
 
 
+def unsendable_invalid_calls(message: AIMessage) -> list[dict[str, Any]]:
+    """Invalid calls ChatAnthropic leaves out: no id, no name, or the id of another call."""
+    valid_ids = {call.get("id") for call in message.tool_calls}
+    return [
+        dict(invalid)
+        for invalid in message.invalid_tool_calls
+        if not invalid.get("id") or not invalid.get("name") or invalid.get("id") in valid_ids
+    ]
+
+
+def drop_unsendable_invalid_calls(
+    messages: list[BaseMessage],
+) -> tuple[list[BaseMessage], int]:
+    """Remove the invalid calls the client will not send, so none of them gets a result."""
+
+    def without_unsendable(message: BaseMessage) -> BaseMessage:
+        if not isinstance(message, AIMessage) or not message.invalid_tool_calls:
+            return message
+        dropped = unsendable_invalid_calls(message)
+        if not dropped:
+            return message
+        kept = [call for call in message.invalid_tool_calls if dict(call) not in dropped]
+        return message.model_copy(update={"invalid_tool_calls": kept})
+
+    return _map_messages(messages, without_unsendable)
+
+
 def send_invalid_tool_calls_as_tool_calls(
     messages: list[BaseMessage],
 ) -> tuple[list[BaseMessage], int]:

@@ -66,6 +66,12 @@ BROKEN: dict[str, list[BaseMessage]] = {
         AIMessage("", invalid_tool_calls=[invalid(C1)]),
         result(C1),
     ],
+    "sendable-invalid-tool-calls": [
+        HumanMessage("hi"),
+        AIMessage("", tool_calls=[call(C1)], invalid_tool_calls=[{**invalid(C2), "name": ""}]),
+        result(C1),
+        result(C2),
+    ],
     "one-tool-call-per-message": [
         HumanMessage("hi"),
         ai_calls(call(C1), call(C2)),

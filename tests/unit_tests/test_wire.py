@@ -10,10 +10,9 @@ The clients must also send the governed request as it is: a client that warns it
 or removed a message (ChatAnthropic moves a late system message into `system`,
 ChatGoogleGenerativeAI drops an empty user message) fails the property.
 
-The one test marked xfail(strict=True) shows a gap the governor still has: it answers an
-invalid tool call that ChatAnthropic leaves out of the request (one without a name), and
-the answer reaches Anthropic as an orphan tool_result. Random histories rarely have one, so
-the property does not show it on its derandomized examples; the hand-written case does.
+One hand-written case covers an invalid tool call that ChatAnthropic leaves out of the
+request (one without a name): governed, it gets no result, so no orphan tool_result reaches
+Anthropic. Random histories rarely have one, so the property alone would not show it.
 """
 
 from __future__ import annotations
@@ -257,11 +256,6 @@ NAMELESS_INVALID_BESIDE_VALID_CALL = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs issue 14 rules: an invalid tool call ChatAnthropic does not send (no name) "
-    "gets no tool_result",
-)
 def test_governed_nameless_invalid_call_passes_anthropic_on_the_wire(
     wire: WireClients,
 ) -> None:
