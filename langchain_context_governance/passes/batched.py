@@ -23,6 +23,7 @@ the replay state so that a growing history only replays what is new.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -71,8 +72,8 @@ def validate_watermarks(*, high_watermark: float, low_watermark: float) -> None:
 class _Replay:
     """What the replay learned about the messages so far (append-only, by position)."""
 
-    tokens: list[int] = field(default_factory=list)
-    prints: list[int] = field(default_factory=list)
+    tokens: array[int] = field(default_factory=lambda: array("q"))
+    prints: array[int] = field(default_factory=lambda: array("q"))
     system_indices: list[int] = field(default_factory=list)
     compactable: list[int] = field(default_factory=list)
     compactable_names: dict[int, str] = field(default_factory=dict)
