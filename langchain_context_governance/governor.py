@@ -16,6 +16,7 @@ from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, 
 from pydantic import ConfigDict, PrivateAttr
 
 from langchain_context_governance._messages import as_message_list
+from langchain_context_governance.errors import ContextBudgetExceeded
 from langchain_context_governance.passes._replay_pool import ReplayPool
 from langchain_context_governance.passes.alternation import (
     SYNTHETIC_USER_CONTENT,
@@ -30,7 +31,8 @@ from langchain_context_governance.passes.batched import (
     validate_watermarks,
 )
 from langchain_context_governance.passes.microcompact import (
-    DEFAULT_COMPACTABLE_TOOLS,
+    DEFAULT_PLACEHOLDER,
+    ResultCompaction,
     microcompact_with_count,
     validate_microcompact_settings,
 )
@@ -41,6 +43,7 @@ from langchain_context_governance.passes.provider_rules import (
     apply_provider_rules_with_counts,
 )
 from langchain_context_governance.passes.snip import snip_history_with_count
+from langchain_context_governance.passes.truncate import fit_to_budget
 from langchain_context_governance.providers import PROVIDERS
 from langchain_context_governance.tokens import MessageTokenCounter, get_token_counter
 
@@ -116,6 +119,13 @@ def _validate_settings(governor: ContextGovernor) -> None:
         high_watermark=governor.high_watermark, low_watermark=governor.low_watermark
     )
     validate_microcompact_settings(keep_recent=governor.keep_recent, min_chars=governor.min_chars)
+    if governor.on_over_budget not in ("truncate", "warn", "raise"):
+        raise ValueError(
+            f"on_over_budget must be 'truncate', 'warn' or 'raise', got {governor.on_over_budget!r}"
+        )
+    both = set(governor.compactable_tools or ()) & set(governor.exclude_tools)
+    if both:
+        raise ValueError(f"tools both in compactable_tools and in exclude_tools: {sorted(both)}")
     if governor.provider not in PROVIDERS:
         known = ", ".join(repr(name) for name in PROVIDERS)
         raise ValueError(f"provider must be one of {known}, got {governor.provider!r}")
@@ -180,7 +190,12 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     safety_buffer: int = 1024
     keep_recent: int = 10
     min_chars: int = 500
-    compactable_tools: frozenset[str] = DEFAULT_COMPACTABLE_TOOLS
+    # None: every tool's results, but those of `exclude_tools`; a set is an allow-list.
+    compactable_tools: frozenset[str] | None = None
+    exclude_tools: frozenset[str] = frozenset()
+    placeholder: str = DEFAULT_PLACEHOLDER
+    pin_task: bool = True
+    on_over_budget: Literal["truncate", "warn", "raise"] = "truncate"
     token_counter: Any = "approximate"
     tools: Sequence[Any] | None = None
     provider: str = "openai"
@@ -190,6 +205,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     name: str | None = "ContextGovernor"
 
     _counter: MessageTokenCounter = PrivateAttr()
+    _compaction: ResultCompaction = PrivateAttr()
     _budget: int | None = PrivateAttr(default=None)
     _windows: ReplayPool[BatchedWindow] | None = PrivateAttr(default=None)
     _input_checks: ReplayPool[RepairCheck] = PrivateAttr()
@@ -205,6 +221,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             self.context_window_tokens, self.max_output_tokens, self.safety_buffer
         )
         self._counter = get_token_counter(self.token_counter)
+        self._compaction = ResultCompaction(
+            compactable_tools=self.compactable_tools,
+            exclude_tools=self.exclude_tools,
+            placeholder=self.placeholder,
+        )
         # A call id or tool name the profile would rewrite changes the token count, so it
         # must be repaired before snipping.
         accepts_call = accepts_tool_call(self.provider)
@@ -222,7 +243,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             low_watermark=self.low_watermark,
             keep_recent=self.keep_recent,
             min_chars=self.min_chars,
-            compactable_tools=self.compactable_tools,
+            compaction=self._compaction,
+            pin_task=self.pin_task,
         )
 
     def model_copy(
@@ -301,6 +323,15 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             **self._measure(original, governed),
         )
         logger.debug("context governance report: %s", report)
+        if not report.within_budget:
+            assert report.budget is not None
+            if self.on_over_budget == "raise":
+                raise ContextBudgetExceeded(budget=report.budget, tokens=report.tokens_after)
+            logger.warning(
+                "context governance: sending a request of %d tokens over the input budget of %d",
+                report.tokens_after,
+                report.budget,
+            )
         return GovernanceResult(messages=list(governed), report=report)
 
     def _measure(self, original: list[BaseMessage], governed: list[BaseMessage]) -> dict[str, Any]:
@@ -372,7 +403,33 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             steps.extend(self._repair_passes())
         steps.append(("enforce_role_alternation", enforce_role_alternation_with_count))
         steps.append(("apply_provider_rules", self._apply_provider_rules))
+        if self._budget is not None and self.on_over_budget != "warn":
+            steps.append(("truncate", self._fit_to_budget))
         return steps
+
+    def _fit_to_budget(
+        self, messages: list[BaseMessage]
+    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
+        """The last resort where the request is still over budget: see passes/truncate.py.
+
+        It aims under the high watermark, not the budget, so that governing the governed
+        request again changes nothing (the window acts only above the high watermark).
+        """
+        assert self._budget is not None
+        if self.count_tokens(messages) <= self._budget:
+            return messages, {"truncate": 0}
+        target = self._budget
+        if self.compaction == "cache_aware":
+            target = max(int(self._budget * self.high_watermark), 1)
+        fit = fit_to_budget(
+            messages,
+            max_tokens=target,
+            counter=self._counter,
+            tools_tokens=self._counter.count_tools(self.tools),
+            min_chars=self.min_chars,
+            compaction=self._compaction,
+        )
+        return fit.messages, {"microcompact": fit.compacted, "truncate": fit.truncated}
 
     def _apply_provider_rules(
         self, messages: list[BaseMessage]
@@ -384,7 +441,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             messages,
             keep_recent=self.keep_recent,
             min_chars=self.min_chars,
-            compactable_tools=self.compactable_tools,
+            compaction=self._compaction,
         )
 
     def _snip(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
@@ -394,6 +451,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             max_tokens=self._budget,
             counter=self._counter,
             tools_tokens=self._counter.count_tools(self.tools),
+            pin_task=self.pin_task,
         )
 
     def _compact_in_batches(

@@ -35,14 +35,20 @@ from langchain_context_governance._messages import (
     content_text_length,
     iter_declared_tool_calls,
 )
+from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes._replay_pool import extends
+from langchain_context_governance.passes.cut_note import (
+    attach_cut_note,
+    cut_note,
+    cut_note_position,
+)
 from langchain_context_governance.passes.microcompact import (
-    DEFAULT_COMPACTABLE_TOOLS,
-    compacted_placeholder,
+    DEFAULT_PLACEHOLDER,
+    ResultCompaction,
     validate_microcompact_settings,
 )
-from langchain_context_governance.passes.snip import group_start, validate_max_tokens
+from langchain_context_governance.passes.snip import group_start, pinned_task_copy
 from langchain_context_governance.tokens import (
     MessageTokenCounter,
     TokenCounterSpec,
@@ -78,6 +84,11 @@ class _Replay:
     compacted_tokens: dict[int, int] = field(default_factory=dict)
     compacted_copies: dict[int, ToolMessage] = field(default_factory=dict)
     tool_names: dict[str, str] = field(default_factory=dict)
+    # The conversation's first user message (the task) and what pinning it costs.
+    task: int | None = None
+    task_copy: BaseMessage | None = None
+    task_tokens: int = 0
+    note_tokens: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -108,6 +119,11 @@ class WindowPlan:
     # None on the first call the governor sees of a conversation.
     unchanged_prefix_messages: int | None = None
     unchanged_prefix_tokens: int | None = None
+    # Where the kept part of the history begins, and how many earlier non-system
+    # messages the request leaves out (the cut note says so); 0 and 0 before any cut.
+    cut: int = 0
+    omitted: int = 0
+    task_pinned: bool = False
 
 
 class BatchedWindow:
@@ -128,7 +144,8 @@ class BatchedWindow:
         low_watermark: float = DEFAULT_LOW_WATERMARK,
         keep_recent: int = 10,
         min_chars: int = 500,
-        compactable_tools: Collection[str] = DEFAULT_COMPACTABLE_TOOLS,
+        compaction: ResultCompaction | None = None,
+        pin_task: bool = True,
     ) -> None:
         validate_max_tokens(max_tokens)
         validate_watermarks(high_watermark=high_watermark, low_watermark=low_watermark)
@@ -139,10 +156,14 @@ class BatchedWindow:
         self._low = int(max_tokens * low_watermark)
         self._keep_recent = keep_recent
         self._min_chars = min_chars
-        self._compactable_tools = compactable_tools
+        self._compaction = compaction if compaction is not None else ResultCompaction()
+        self._pin_task = pin_task
+        self._max_tokens = max_tokens
         # A snapshot, not the caller's list: a caller may append to its list in place.
         self._history: list[BaseMessage] = []
         self._last_request: list[BaseMessage] | None = None
+        # The message that carries the cut note, with the message and note it was made of.
+        self._noted: tuple[BaseMessage | None, str, BaseMessage] | None = None
         self._replay = _Replay()
         self._window = _Window()
 
@@ -150,8 +171,14 @@ class BatchedWindow:
         """Whether `messages` extends the history this state has replayed."""
         return extends(self._history, messages)
 
-    def plan(self, messages: Sequence[BaseMessage]) -> WindowPlan:
-        """The request for a model call on `messages` (the full, repaired history)."""
+    def plan(self, messages: Sequence[BaseMessage], *, summary: str | None = None) -> WindowPlan:
+        """The request for a model call on `messages` (the full, repaired history).
+
+        Where the request leaves earlier messages out, a note at the cut says how many;
+        `summary` (a summary of them, made once per cut by the caller) goes into that note.
+        The budget reserves room for the plain note only: a caller that passes a summary
+        must fit it (the governor's last-resort truncation does).
+        """
         known = len(self._history)
         if not self.continues(messages):
             known = 0
@@ -163,7 +190,7 @@ class BatchedWindow:
             self._add(index)
         final = replace(self._window)
         self._step(final, end=len(self._history))
-        return self._build(final, source=messages)
+        return self._build(final, source=messages, summary=summary)
 
     def _add(self, index: int) -> None:
         message = self._history[index]
@@ -178,23 +205,56 @@ class BatchedWindow:
             self._replay.system_indices.append(index)
             self._window.system_tokens += tokens
             return
+        if isinstance(message, HumanMessage) and self._replay.task is None:
+            self._note_task(message, index)
         self._window.window_tokens += tokens
         if isinstance(message, ToolMessage):
             self._note_compactable(message, index)
 
+    def _note_task(self, message: HumanMessage, index: int) -> None:
+        """The task pinned after a cut: verbatim where it fits its share, else cut to it."""
+        self._replay.task = index
+        copy = pinned_task_copy(message, self._max_tokens, self._counter)
+        if copy is not None:
+            self._replay.task_copy = copy
+            self._replay.task_tokens = self._counter.count_message(copy)
+
     def _note_compactable(self, message: ToolMessage, index: int) -> None:
         name = message.name or self._replay.tool_names.get(message.tool_call_id, "")
-        if name not in self._compactable_tools:
+        if not self._compaction.applies_to(name):
             return
         if content_text_length(message.content) < self._min_chars:
             return
-        if message.content == compacted_placeholder(name):
+        if message.content == self._compaction.placeholder_for(name):
             return
         self._replay.compactable.append(index)
         self._replay.compactable_names[index] = name
 
+    def _task_pinned(self, window: _Window) -> bool:
+        task = self._replay.task
+        pinnable = self._pin_task and self._replay.task_copy is not None
+        return pinnable and task is not None and task < window.cut
+
+    def _omitted(self, window: _Window) -> int:
+        """Non-system messages before the cut that the request leaves out."""
+        systems = bisect.bisect_left(self._replay.system_indices, window.cut)
+        pins = int(self._task_pinned(window)) + int(window.pinned is not None)
+        return window.cut - systems - pins
+
+    def _note_tokens(self, omitted: int) -> int:
+        if omitted <= 0:
+            return 0
+        known = self._replay.note_tokens.get(omitted)
+        if known is None:
+            known = self._counter.count_message(HumanMessage(cut_note(omitted)))
+            self._replay.note_tokens[omitted] = known
+        return known
+
     def _total(self, window: _Window) -> int:
         pinned = 0 if window.pinned is None else self._replay.tokens[window.pinned]
+        if self._task_pinned(window):
+            pinned += self._replay.task_tokens
+        pinned += self._note_tokens(self._omitted(window))
         return self._fixed + window.system_tokens + pinned + window.window_tokens
 
     def _step(self, window: _Window, *, end: int) -> None:
@@ -231,7 +291,8 @@ class BatchedWindow:
             original = self._history[index]
             assert isinstance(original, ToolMessage)
             name = self._replay.compactable_names[index]
-            copy = original.model_copy(update={"content": compacted_placeholder(name)})
+            placeholder = self._compaction.placeholder_for(name)
+            copy = original.model_copy(update={"content": placeholder})
             self._replay.compacted_copies[index] = copy
         return copy
 
@@ -263,7 +324,8 @@ class BatchedWindow:
             window.pinned = self._pin_for(window, end=end)
 
     def _pin_for(self, window: _Window, *, end: int) -> int | None:
-        """The user message to pin in front of the cut, unless the kept part opens with one."""
+        """The user message to pin in front of the cut, unless the kept part opens with one
+        or it is the task, which is pinned anyway."""
         messages = self._history
         for index in range(window.cut, end):
             if isinstance(messages[index], SystemMessage):
@@ -271,39 +333,78 @@ class BatchedWindow:
             if isinstance(messages[index], HumanMessage):
                 return None
             break
+        if self._task_pinned(window) and window.last_user_before_cut == self._replay.task:
+            return None
         return window.last_user_before_cut
 
-    def _build(self, window: _Window, *, source: Sequence[BaseMessage]) -> WindowPlan:
+    def _build(
+        self, window: _Window, *, source: Sequence[BaseMessage], summary: str | None
+    ) -> WindowPlan:
         messages = self._history
         end = len(messages)
         origins: list[int] = []
+        front: list[tuple[BaseMessage, int]] = []
         if window.cut > 0:
             origins.extend(index for index in self._replay.system_indices if index < window.cut)
+            if self._task_pinned(window):
+                assert self._replay.task_copy is not None
+                front.append((self._replay.task_copy, self._replay.task_tokens))
             if window.pinned is not None:
-                origins.append(window.pinned)
-        origins.extend(range(window.cut, end))
+                front.append((messages[window.pinned], self._replay.tokens[window.pinned]))
+        kept = range(window.cut, end)
         first_compacted = bisect.bisect_left(self._replay.compactable, window.cut)
         compacted = {
             index: self._compacted_copy_for(index)
             for index in self._replay.compactable[first_compacted : window.compacted_count]
         }
-        output = [compacted.get(index, messages[index]) for index in origins]
+        output = [messages[index] for index in origins]
+        output += [message for message, _ in front]
+        output += [compacted.get(index, messages[index]) for index in kept]
+        costs = [self._replay.tokens[index] for index in origins]
+        costs += [tokens for _, tokens in front]
+        costs += [self._cost(window, index) for index in kept]
+        omitted = self._omitted(window)
         tokens_after = self._total(window)
+        if omitted > 0:
+            position = cut_note_position(output)
+            noted = self._with_cut_note(output, cut_note(omitted, summary))
+            if len(noted) > len(output):
+                costs.insert(position, self._note_tokens(omitted))
+            else:
+                costs[position] += self._note_tokens(omitted)
+            output = noted
         plan = WindowPlan(
             messages=output,
             source=source,
             compacted=len(compacted),
-            removed=end - len(output),
+            removed=omitted,
             tokens_before=self._fixed + window.raw_tokens,
             tokens_after=tokens_after,
+            cut=window.cut,
+            omitted=omitted,
+            task_pinned=self._task_pinned(window),
         )
         if self._last_request is not None:
             unchanged = _leading_equal(self._last_request, output)
-            changed_tokens = sum(self._cost(window, index) for index in origins[unchanged:])
+            changed_tokens = sum(costs[unchanged:])
             plan.unchanged_prefix_messages = unchanged
-            plan.unchanged_prefix_tokens = tokens_after - changed_tokens
+            plan.unchanged_prefix_tokens = max(tokens_after - changed_tokens, 0)
         self._last_request = output
         return plan
+
+
+    def _with_cut_note(self, output: list[BaseMessage], note: str) -> list[BaseMessage]:
+        """`output` with the note, the noted message reused while the cut stays, so that
+        the request keeps the very same objects from call to call."""
+        noted = attach_cut_note(output, note)
+        position = cut_note_position(output)
+        carrier = output[position] if position < len(output) else None
+        previous = self._noted
+        if previous is not None and previous[0] is carrier and previous[1] == note:
+            noted[position] = previous[2]
+        else:
+            self._noted = (carrier, note, noted[position])
+        return noted
 
 
 def _leading_equal(previous: list[BaseMessage], current: list[BaseMessage]) -> int:
@@ -334,17 +435,24 @@ def compact_in_batches(
     low_watermark: float = DEFAULT_LOW_WATERMARK,
     keep_recent: int = 10,
     min_chars: int = 500,
-    compactable_tools: Collection[str] = DEFAULT_COMPACTABLE_TOOLS,
+    compactable_tools: Collection[str] | None = None,
+    exclude_tools: Collection[str] = (),
+    placeholder: str = DEFAULT_PLACEHOLDER,
+    pin_task: bool = True,
     token_counter: TokenCounterSpec = "approximate",
     tools: Sequence[Any] | None = None,
 ) -> list[BaseMessage]:
     """Compact and cut the history in rare, large steps that keep the prompt cache warm.
 
     Nothing changes while the request stays under `high_watermark * max_tokens`. Past
-    it, the oldest results of `compactable_tools` (at least `min_chars` long, all but
-    the newest `keep_recent`) become one-line placeholders, oldest first, until the
-    request is under `low_watermark * max_tokens`; where that is not enough, whole
-    groups are cut from the front in one step, with the user request pinned in front.
+    it, the oldest results of compactable tools (every tool but `exclude_tools`, or only
+    `compactable_tools` where given; at least `min_chars` long, all but the newest
+    `keep_recent`) become `placeholder`, oldest first, until the request is under
+    `low_watermark * max_tokens`; where that is not enough, whole groups are cut from
+    the front in one step. After a cut the conversation's first user message (the task,
+    cut to a quarter of `max_tokens` where larger) is pinned right after the system
+    messages when `pin_task`, the latest user message before the cut where the kept part
+    does not open with one, and a note at the cut says how many messages were left out.
     Each decision is replayed from the history itself, so the same history always
     gives the same request, and a compacted result stays compacted as the history grows.
 
@@ -356,8 +464,8 @@ def compact_in_batches(
         ...     result = ToolMessage("x" * 2000, tool_call_id=f"c{n}")
         ...     history += [AIMessage("", tool_calls=[call]), result]
         >>> request = compact_in_batches(history, max_tokens=4_000, keep_recent=2)
-        >>> sum("omitted" in str(m.content) for m in request)
-        8
+        >>> sum("Output cleared" in str(m.content) for m in request)
+        6
     """
     counter = get_token_counter(token_counter)
     window = BatchedWindow(
@@ -368,6 +476,11 @@ def compact_in_batches(
         low_watermark=low_watermark,
         keep_recent=keep_recent,
         min_chars=min_chars,
-        compactable_tools=compactable_tools,
+        compaction=ResultCompaction(
+            compactable_tools=compactable_tools,
+            exclude_tools=exclude_tools,
+            placeholder=placeholder,
+        ),
+        pin_task=pin_task,
     )
     return list(window.plan(as_message_list(messages)).messages)
