@@ -17,6 +17,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 from langchain_context_governance._messages import as_message_list
 from langchain_context_governance.errors import ContextBudgetExceeded
+from langchain_context_governance.passes._budget import task_pin_limit
 from langchain_context_governance.passes._replay_pool import ReplayPool
 from langchain_context_governance.passes.alternation import (
     SYNTHETIC_USER_CONTENT,
@@ -410,25 +411,33 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     def _fit_to_budget(
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        """The last resort where the request is still over budget: see passes/truncate.py.
+        """The last resort where the request is still too large: see passes/truncate.py.
 
-        It aims under the high watermark, not the budget, so that governing the governed
-        request again changes nothing (the window acts only above the high watermark).
+        With `compaction="cache_aware"` it acts above the high watermark, not only above
+        the budget, and aims under it, so that governing the governed request again
+        changes nothing (the window acts only above the high watermark); it aims under
+        the budget where that is not possible.
         """
         assert self._budget is not None
-        if self.count_tokens(messages) <= self._budget:
-            return messages, {"truncate": 0}
-        target = self._budget
+        targets = [self._budget]
         if self.compaction == "cache_aware":
-            target = max(int(self._budget * self.high_watermark), 1)
-        fit = fit_to_budget(
-            messages,
-            max_tokens=target,
-            counter=self._counter,
-            tools_tokens=self._counter.count_tools(self.tools),
-            min_chars=self.min_chars,
-            compaction=self._compaction,
-        )
+            targets.insert(0, max(int(self._budget * self.high_watermark), 1))
+        if self.count_tokens(messages) <= targets[0]:
+            return messages, {"truncate": 0}
+        fit = None
+        for target in targets:
+            fit = fit_to_budget(
+                messages,
+                max_tokens=target,
+                counter=self._counter,
+                tools_tokens=self._counter.count_tools(self.tools),
+                min_chars=self.min_chars,
+                compaction=self._compaction,
+                task_tokens=task_pin_limit(self._budget) if self.pin_task else 0,
+            )
+            if fit.within_budget:
+                break
+        assert fit is not None
         return fit.messages, {"microcompact": fit.compacted, "truncate": fit.truncated}
 
     def _apply_provider_rules(

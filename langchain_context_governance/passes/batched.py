@@ -48,7 +48,11 @@ from langchain_context_governance.passes.microcompact import (
     ResultCompaction,
     validate_microcompact_settings,
 )
-from langchain_context_governance.passes.snip import group_start, pinned_task_copy
+from langchain_context_governance.passes.snip import (
+    group_start,
+    is_task_candidate,
+    pinned_task_copy,
+)
 from langchain_context_governance.tokens import (
     MessageTokenCounter,
     TokenCounterSpec,
@@ -102,6 +106,7 @@ class _Window:
     raw_tokens: int = 0
     pinned: int | None = None
     last_user_before_cut: int | None = None
+    task_pinned: bool = False
 
 
 @dataclass
@@ -205,13 +210,13 @@ class BatchedWindow:
             self._replay.system_indices.append(index)
             self._window.system_tokens += tokens
             return
-        if isinstance(message, HumanMessage) and self._replay.task is None:
+        if self._replay.task is None and is_task_candidate(message):
             self._note_task(message, index)
         self._window.window_tokens += tokens
         if isinstance(message, ToolMessage):
             self._note_compactable(message, index)
 
-    def _note_task(self, message: HumanMessage, index: int) -> None:
+    def _note_task(self, message: BaseMessage, index: int) -> None:
         """The task pinned after a cut: verbatim where it fits its share, else cut to it."""
         self._replay.task = index
         copy = pinned_task_copy(message, self._max_tokens, self._counter)
@@ -231,9 +236,7 @@ class BatchedWindow:
         self._replay.compactable_names[index] = name
 
     def _task_pinned(self, window: _Window) -> bool:
-        task = self._replay.task
-        pinnable = self._pin_task and self._replay.task_copy is not None
-        return pinnable and task is not None and task < window.cut
+        return window.task_pinned
 
     def _omitted(self, window: _Window) -> int:
         """Non-system messages before the cut that the request leaves out."""
@@ -321,21 +324,32 @@ class BatchedWindow:
                 if isinstance(messages[index], HumanMessage):
                     window.last_user_before_cut = index
             window.cut = stop
-            window.pinned = self._pin_for(window, end=end)
+            self._pin_for(window, end=end)
 
-    def _pin_for(self, window: _Window, *, end: int) -> int | None:
-        """The user message to pin in front of the cut, unless the kept part opens with one
-        or it is the task, which is pinned anyway."""
+    def _pin_for(self, window: _Window, *, end: int) -> None:
+        """The user messages to pin in front of the cut.
+
+        The task, verbatim where it fits its share of the budget and cut to it where
+        not; and the latest user message before the cut, whole, unless the kept part
+        opens with a user message. Where that latest one is an oversized task, it is
+        pinned whole as before (the last resort cuts it where the request is too large),
+        so that governing the request again pins it the same way.
+        """
         messages = self._history
+        latest = window.last_user_before_cut
         for index in range(window.cut, end):
             if isinstance(messages[index], SystemMessage):
                 continue
             if isinstance(messages[index], HumanMessage):
-                return None
+                latest = None
             break
-        if self._task_pinned(window) and window.last_user_before_cut == self._replay.task:
-            return None
-        return window.last_user_before_cut
+        task = self._replay.task
+        copy = self._replay.task_copy
+        pinnable = self._pin_task and copy is not None and task is not None and task < window.cut
+        if pinnable and latest is not None and latest == task and copy is not messages[latest]:
+            pinnable = False
+        window.task_pinned = pinnable
+        window.pinned = None if pinnable and latest == task else latest
 
     def _build(
         self, window: _Window, *, source: Sequence[BaseMessage], summary: str | None
@@ -364,15 +378,17 @@ class BatchedWindow:
         costs += [tokens for _, tokens in front]
         costs += [self._cost(window, index) for index in kept]
         omitted = self._omitted(window)
-        tokens_after = self._total(window)
         if omitted > 0:
+            # The decisions reserve a whole message for the note; the request counts
+            # what it really costs where it is appended to a user message.
             position = cut_note_position(output)
             noted = self._with_cut_note(output, cut_note(omitted, summary))
             if len(noted) > len(output):
-                costs.insert(position, self._note_tokens(omitted))
+                costs.insert(position, self._counter.count_message(noted[position]))
             else:
-                costs[position] += self._note_tokens(omitted)
+                costs[position] = self._counter.count_message(noted[position])
             output = noted
+        tokens_after = self._fixed + sum(costs)
         plan = WindowPlan(
             messages=output,
             source=source,
@@ -391,7 +407,6 @@ class BatchedWindow:
             plan.unchanged_prefix_tokens = max(tokens_after - changed_tokens, 0)
         self._last_request = output
         return plan
-
 
     def _with_cut_note(self, output: list[BaseMessage], note: str) -> list[BaseMessage]:
         """`output` with the note, the noted message reused while the cut stays, so that

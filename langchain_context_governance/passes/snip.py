@@ -12,6 +12,7 @@ from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_context_governance._messages import as_message_list
 from langchain_context_governance.passes._budget import task_pin_limit, validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
+from langchain_context_governance.passes.alternation import SYNTHETIC_USER_CONTENT
 from langchain_context_governance.passes.cut_note import attach_cut_note, cut_note
 from langchain_context_governance.passes.truncate import truncate_message
 from langchain_context_governance.tokens import (
@@ -115,7 +116,7 @@ def snip_history_with_count(
     remaining = max_tokens - fixed - sum(counter.count_message(message) for message in systems)
     # Room for the note, whatever the number of messages it ends up naming.
     remaining -= counter.count_message(HumanMessage(cut_note(len(rest), summary)))
-    task = _first_user_from(rest, 0) if pin_task else None
+    task = _task_index(rest) if pin_task else None
     task_copy = None if task is None else pinned_task_copy(rest[task], max_tokens, counter)
     if task is None or task_copy is None:
         kept = _kept_part(rest, counter, remaining)
@@ -126,6 +127,17 @@ def snip_history_with_count(
     if omitted > 0:
         snipped = attach_cut_note(snipped, cut_note(omitted, summary))
     return snipped, omitted
+
+
+def is_task_candidate(message: BaseMessage) -> bool:
+    """A user message that can be the task: not a turn the alternation repair made up."""
+    return isinstance(message, HumanMessage) and message.content != SYNTHETIC_USER_CONTENT
+
+
+def _task_index(messages: list[BaseMessage]) -> int | None:
+    return next(
+        (index for index, message in enumerate(messages) if is_task_candidate(message)), None
+    )
 
 
 def pinned_task_copy(

@@ -22,7 +22,7 @@ results stay as they are. The result is a pure function of the request and the s
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -33,8 +33,9 @@ from langchain_context_governance._messages import (
     content_text_length,
     tool_names_by_call_id,
 )
-from langchain_context_governance.passes._budget import validate_max_tokens
+from langchain_context_governance.passes._budget import task_pin_limit, validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
+from langchain_context_governance.passes.cut_note import cut_note_position
 from langchain_context_governance.passes.microcompact import (
     DEFAULT_PLACEHOLDER,
     ResultCompaction,
@@ -51,8 +52,8 @@ from langchain_context_governance.tokens import (
 # message could have had is given away, and a message's cut stays the same over the
 # many calls in which the rest of the request grows within one step.
 CAP_LADDER_RATIO = 0.8
-# Below this a head and a tail no longer tell the model what the message held.
-MIN_CAP_TOKENS = 64
+# The last step of the ladder: about the marker alone, the most a message can be cut.
+MIN_CAP_TOKENS = 16
 # Share of the kept text shown before the marker (the rest is the tail): the start of a
 # file or log says what it is, its end holds the latest lines and error messages.
 HEAD_SHARE = 0.6
@@ -222,11 +223,14 @@ def fit_to_budget(
     tools_tokens: int = 0,
     min_chars: int = 500,
     compaction: ResultCompaction | None = None,
+    task_tokens: int = 0,
 ) -> BudgetFit:
     """Bring a request within `max_tokens`: compaction first, then head-and-tail cuts.
 
-    Returns the very same list when the request already fits. `within_budget` is False
-    where even the smallest cut of every message leaves it over.
+    The first user message after the system messages (the task) is cut no further
+    than `task_tokens` where that can fit. Returns the very same list when the request
+    already fits, and also where even the smallest cut of every message leaves it over
+    (`within_budget` is False then).
     """
     fixed = counter.request_overhead + tools_tokens
     tokens = [counter.count_message(message) for message in messages]
@@ -247,26 +251,66 @@ def fit_to_budget(
     )
     if fixed + sum(tokens) <= max_tokens:
         return BudgetFit(output, fixed + sum(tokens), compacted, 0, True)
-    candidates = [index for index, message in enumerate(output) if _is_truncatable(message)]
-    best: tuple[list[BaseMessage], int, int] = (output, fixed + sum(tokens), 0)
-    for cap in _cap_ladder(max_tokens):
-        over = [index for index in candidates if tokens[index] > cap]
-        predicted = fixed + sum(tokens) - sum(tokens[index] - cap for index in over)
-        if predicted > max_tokens and cap > MIN_CAP_TOKENS:
+    floors = {index: 0 for index, message in enumerate(output) if _is_truncatable(message)}
+    task = _task_position(output)
+    if task is not None and task in floors and task_tokens > 0:
+        # The task keeps its share where that can fit, and is cut like the rest where not.
+        kept = {**floors, task: min(tokens[task], task_tokens)}
+        fit = _cut_to_ladder(output, tokens, kept, max_tokens, counter, tools_tokens, names)
+        if fit.within_budget:
+            return replace(fit, compacted=compacted)
+    fit = _cut_to_ladder(output, tokens, floors, max_tokens, counter, tools_tokens, names)
+    if not fit.within_budget:
+        # Cutting would lose content and still not fit: the request goes out whole, so
+        # that governing it again gives it back unchanged.
+        total = counter.count_messages(messages) + tools_tokens
+        return BudgetFit(messages, total, 0, 0, False)
+    return replace(fit, compacted=compacted)
+
+
+def _cut_to_ladder(
+    output: list[BaseMessage],
+    tokens: list[int],
+    floors: dict[int, int],
+    max_tokens: int,
+    counter: MessageTokenCounter,
+    tools_tokens: int,
+    names: dict[str, str],
+) -> BudgetFit:
+    """Cut every message above the largest cap of the ladder that makes the request fit."""
+    fixed = counter.request_overhead + tools_tokens
+    ladder = _cap_ladder(max_tokens)
+    cut = output
+    caps: dict[int, int] = {}
+    for cap in ladder:
+        caps = {index: max(cap, floor) for index, floor in floors.items()}
+        caps = {index: limit for index, limit in caps.items() if tokens[index] > limit}
+        saved = sum(tokens[index] - limit for index, limit in caps.items())
+        if fixed + sum(tokens) - saved > max_tokens and cap != ladder[-1]:
             continue
         cut = list(output)
-        for index in over:
-            message = output[index]
-            name = ""
-            if isinstance(message, ToolMessage):
-                name = message.name or names.get(message.tool_call_id, "")
-            cut[index] = truncate_message(message, cap, counter, tool_name=name)
+        for index, limit in caps.items():
+            cut[index] = truncate_message(
+                output[index], limit, counter, tool_name=_tool_name(output[index], names)
+            )
         total = counter.count_messages(cut) + tools_tokens
-        if total < best[1]:
-            best = (cut, total, len(over))
         if total <= max_tokens:
-            return BudgetFit(cut, total, compacted, len(over), True)
-    return BudgetFit(best[0], best[1], compacted, best[2], best[1] <= max_tokens)
+            return BudgetFit(cut, total, 0, len(caps), True)
+    total = counter.count_messages(cut) + tools_tokens
+    return BudgetFit(cut, total, 0, len(caps), False)
+
+
+def _task_position(messages: list[BaseMessage]) -> int | None:
+    position = cut_note_position(messages)
+    if position < len(messages) and isinstance(messages[position], HumanMessage):
+        return position
+    return None
+
+
+def _tool_name(message: BaseMessage, names: dict[str, str]) -> str:
+    if isinstance(message, ToolMessage):
+        return message.name or names.get(message.tool_call_id, "")
+    return ""
 
 
 @runnable_when_called_without_messages
@@ -280,6 +324,7 @@ def truncate_oversized_messages(
     compactable_tools: Collection[str] | None = None,
     exclude_tools: Collection[str] = (),
     placeholder: str = DEFAULT_PLACEHOLDER,
+    pin_task: bool = True,
 ) -> list[BaseMessage]:
     """Bring an oversized request within `max_tokens` by clearing and cutting text.
 
@@ -287,9 +332,11 @@ def truncate_oversized_messages(
     (every tool but `exclude_tools`, or only `compactable_tools`; at least `min_chars`
     long) become `placeholder`, oldest first, all but the newest call's; then the text
     of the largest tool results and user messages is cut to a head and a tail around a
-    marker that says how many characters were cut and how to see them. Images, tool
+    marker that says how many characters were cut and how to see them; with
+    `pin_task`, the first user message after the system messages (the task) is cut
+    no further than a quarter of `max_tokens`. Images, tool
     calls and their pairing stay as they are. Where even that cannot fit (the system
-    messages alone are too large), the most cut request is returned.
+    messages alone are too large), the request is returned unchanged.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -316,5 +363,6 @@ def truncate_oversized_messages(
             exclude_tools=exclude_tools,
             placeholder=placeholder,
         ),
+        task_tokens=task_pin_limit(max_tokens) if pin_task else 0,
     )
     return list(fit.messages)
