@@ -253,11 +253,12 @@ class BatchedWindow:
             self._replay.note_tokens[omitted] = known
         return known
 
-    def _total(self, window: _Window) -> int:
+    def _total(self, window: _Window, *, note: bool = True) -> int:
         pinned = 0 if window.pinned is None else self._replay.tokens[window.pinned]
         if self._task_pinned(window):
             pinned += self._replay.task_tokens
-        pinned += self._note_tokens(self._omitted(window))
+        if note:
+            pinned += self._note_tokens(self._omitted(window))
         return self._fixed + window.system_tokens + pinned + window.window_tokens
 
     def _step(self, window: _Window, *, end: int) -> None:
@@ -325,8 +326,15 @@ class BatchedWindow:
                     window.last_user_before_cut = index
             window.cut = stop
             self._pin_for(window, end=end)
+        if window.task_pinned and self._total(window, note=False) > self._max_tokens:
+            # The task is left out where it is what keeps the request over budget (the
+            # note too: it is left out of a request it does not fit).
+            without_task = replace(window)
+            self._pin_for(without_task, end=end, pin_task=False)
+            if self._total(without_task, note=False) <= self._max_tokens:
+                window.task_pinned, window.pinned = False, without_task.pinned
 
-    def _pin_for(self, window: _Window, *, end: int) -> None:
+    def _pin_for(self, window: _Window, *, end: int, pin_task: bool = True) -> None:
         """The user messages to pin in front of the cut.
 
         The task, verbatim where it fits its share of the budget and cut to it where
@@ -345,7 +353,8 @@ class BatchedWindow:
             break
         task = self._replay.task
         copy = self._replay.task_copy
-        pinnable = self._pin_task and copy is not None and task is not None and task < window.cut
+        pinnable = pin_task and self._pin_task and copy is not None
+        pinnable = pinnable and task is not None and task < window.cut
         if pinnable and latest is not None and latest == task and copy is not messages[latest]:
             pinnable = False
         window.task_pinned = pinnable
@@ -380,14 +389,17 @@ class BatchedWindow:
         omitted = self._omitted(window)
         if omitted > 0:
             # The decisions reserve a whole message for the note; the request counts
-            # what it really costs where it is appended to a user message.
+            # what it really costs where it is appended to a user message. A note that
+            # would take the request over the high watermark (a tiny budget) is left out.
             position = cut_note_position(output)
             noted = self._with_cut_note(output, cut_note(omitted, summary))
+            noted_costs = list(costs)
             if len(noted) > len(output):
-                costs.insert(position, self._counter.count_message(noted[position]))
+                noted_costs.insert(position, self._counter.count_message(noted[position]))
             else:
-                costs[position] = self._counter.count_message(noted[position])
-            output = noted
+                noted_costs[position] = self._counter.count_message(noted[position])
+            if self._fixed + sum(noted_costs) <= self._high:
+                output, costs = noted, noted_costs
         tokens_after = self._fixed + sum(costs)
         plan = WindowPlan(
             messages=output,

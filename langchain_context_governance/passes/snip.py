@@ -118,14 +118,21 @@ def snip_history_with_count(
     remaining -= counter.count_message(HumanMessage(cut_note(len(rest), summary)))
     task = _task_index(rest) if pin_task else None
     task_copy = None if task is None else pinned_task_copy(rest[task], max_tokens, counter)
-    if task is None or task_copy is None:
-        kept = _kept_part(rest, counter, remaining)
-    else:
-        kept = _kept_after_task(rest, task, task_copy, counter, remaining)
+    kept = _kept_part(rest, counter, remaining)
+    if task is not None and task_copy is not None:
+        with_task = _kept_after_task(rest, task, task_copy, counter, remaining)
+        # The task is left out only where it is what keeps the request over budget.
+        if counter.count_messages(with_task) <= remaining or (
+            counter.count_messages(kept) > remaining
+        ):
+            kept = with_task
     snipped = [*systems, *kept]
     omitted = len(rest) - len(kept)
     if omitted > 0:
-        snipped = attach_cut_note(snipped, cut_note(omitted, summary))
+        noted = attach_cut_note(snipped, cut_note(omitted, summary))
+        # Left out where it would take the request over budget (a tiny budget).
+        if counter.count_messages(noted) + tools_tokens <= max_tokens:
+            snipped = noted
     return snipped, omitted
 
 

@@ -1,5 +1,6 @@
 """What the model still sees: never over budget, the task kept, cuts noted, real tools compacted."""
 
+import itertools
 import logging
 
 import pytest
@@ -147,7 +148,7 @@ def test_the_cut_note_follows_a_cut_and_stays_until_the_next_one():
         assert texts(request)[1] == f"fix it\n\n{cut_note(omitted)}"
         notes.append(request[1])
     assert notes, "expected a cut"
-    changes = sum(1 for old, new in zip(notes, notes[1:], strict=False) if old != new)
+    changes = sum(1 for old, new in itertools.pairwise(notes) if old != new)
     assert 0 < changes < len(notes) / 5, "the note must change only at a cut"
 
 

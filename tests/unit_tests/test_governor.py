@@ -11,8 +11,8 @@ from langchain_context_governance import (
     BACKFILL_CONTENT,
     SYNTHETIC_USER_CONTENT,
     ContextGovernor,
-    cut_note,
     GovernanceReport,
+    cut_note,
 )
 from langchain_context_governance.passes import snip as snip_module
 from tests.builders import ai_calls, call, result, tool_loop
