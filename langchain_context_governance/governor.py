@@ -26,6 +26,7 @@ from langchain_context_governance.passes.alternation import (
 from langchain_context_governance.passes.backfill import backfill_missing_tool_results_with_count
 from langchain_context_governance.passes.batched import (
     DEFAULT_HIGH_WATERMARK,
+    DEFAULT_KEEP_RECENT,
     DEFAULT_LOW_WATERMARK,
     BatchedWindow,
     WindowPlan,
@@ -189,7 +190,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     context_window_tokens: int | None = None
     max_output_tokens: int = 4096
     safety_buffer: int = 1024
-    keep_recent: int = 10
+    keep_recent: int = DEFAULT_KEEP_RECENT
     min_chars: int = 500
     # None: every tool's results, but those of `exclude_tools`; a set is an allow-list.
     compactable_tools: frozenset[str] | None = None

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from langchain_context_governance.passes.alternation import merge_contents
+from langchain_context_governance.passes.alternation import Content, merge_contents
 
+NOTE_PREFIX = "[Context note: "
 CUT_NOTE = (
-    "[Context note: {omitted} of this conversation {verb} omitted here to fit the context "
+    NOTE_PREFIX + "{omitted} of this conversation {verb} omitted here to fit the context "
     "window. Work done in {them} may already be complete; check the current state before "
     "repeating it.]"
 )
 SUMMARY_NOTE = (
-    "[Context note: {omitted} of this conversation {verb} omitted here to fit the context "
+    NOTE_PREFIX + "{omitted} of this conversation {verb} omitted here to fit the context "
     "window. Summary of {them}:]\n{summary}"
 )
 
@@ -49,15 +50,31 @@ def cut_note_position(messages: list[BaseMessage]) -> int:
     return position
 
 
+def without_cut_note(content: Content) -> Content:
+    """`content` without the note an earlier cut appended to it.
+
+    A history stored back as governed (LangGraph's `replace` mode) carries the note of
+    each cut; the next cut's note replaces it instead of piling up after it.
+    """
+    if isinstance(content, str):
+        if content.startswith(NOTE_PREFIX):
+            return ""
+        end = content.rfind("\n\n" + NOTE_PREFIX)
+        return content if end < 0 else content[:end]
+    last = content[-1] if content else None
+    if isinstance(last, dict) and str(last.get("text", "")).startswith(NOTE_PREFIX):
+        return content[:-1]
+    return content
+
+
 def attach_cut_note(messages: list[BaseMessage], note: str) -> list[BaseMessage]:
     """A copy of `messages` with `note` at the cut point (see the module docstring)."""
     position = cut_note_position(messages)
     output = list(messages)
     carrier = messages[position] if position < len(messages) else None
     if isinstance(carrier, HumanMessage):
-        output[position] = carrier.model_copy(
-            update={"content": merge_contents(carrier.content, note)}
-        )
+        content = without_cut_note(carrier.content)
+        output[position] = carrier.model_copy(update={"content": merge_contents(content, note)})
     else:
         output.insert(position, HumanMessage(note))
     return output

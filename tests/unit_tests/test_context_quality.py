@@ -200,3 +200,15 @@ def test_a_custom_placeholder_is_used():
 def test_bad_settings_are_named(settings, named):
     with pytest.raises(ValueError, match=named):
         ContextGovernor(**settings)
+
+
+def test_a_stored_note_is_replaced_not_repeated():
+    governor = ContextGovernor(context_window_tokens=8_000, keep_recent=2)
+    history = tool_loop(120, size=1_500, tool="bash")
+    stored = governor.invoke(history)  # what LangGraph's replace mode stores back
+    assert "[Context note: " in texts(stored)[1]
+    for n in range(120, 200):
+        stored = [*stored, ai_calls(call(f"c{n}", "bash")), result(f"c{n}", "o" * 1_500)]
+        stored = governor.invoke(stored)
+        assert texts(stored)[1].startswith("fix it\n\n[Context note: ")
+        assert texts(stored)[1].count("[Context note: ") == 1

@@ -217,8 +217,8 @@ def test_with_a_budget_newest_user_texts_stay_and_a_fitting_request_fits(
     kept = user_tags(governed)
     # The first user message may be the pinned task (perhaps cut to a head and a tail);
     # the user texts after it are the newest ones.
-    first_user = next(i for i, m in enumerate(governed) if isinstance(m, HumanMessage))
-    newest = user_tags(governed[first_user + 1 :])
+    users_at = [i for i, m in enumerate(governed) if isinstance(m, HumanMessage)]
+    newest = user_tags(governed[users_at[0] + 1 :]) if users_at else kept
     assert newest == tags[len(tags) - len(newest) :]
     users = [message for message in history if isinstance(message, HumanMessage)]
     if not set(user_tags(users[-1:])) <= set(kept):
