@@ -165,11 +165,12 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     """Turn a conversation into a request that is legal for the provider and fits the window.
 
     Runs before every chat-model call, on a copy: the stored history is never touched.
-    Order on every call: drop orphans -> backfill -> microcompact -> snip -> drop
-    orphans -> backfill -> enforce role alternation. Snipping can break pairs and
-    alternation, so the repairs run again after it. Input budget =
-    `context_window_tokens - max_output_tokens - safety_buffer`; no snipping when
-    `context_window_tokens` is None.
+    Order on every call: drop orphans -> backfill -> microcompact -> snip (the task
+    pinned, a note at the cut) -> drop orphans -> backfill -> enforce role alternation
+    -> provider rules -> truncate oversized messages, where the request is still too
+    large. Snipping can break pairs and alternation, so the repairs run again after it.
+    Input budget = `context_window_tokens - max_output_tokens - safety_buffer`; no
+    snipping when `context_window_tokens` is None.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
