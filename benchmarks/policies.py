@@ -40,6 +40,7 @@ __all__ = [
     "governor_available",
     "governor_defaults",
     "governor_policies",
+    "governor_watermark_policy",
     "loop_policies",
     "microcompact_keep_newest",
     "timing_policies",
@@ -185,13 +186,38 @@ def governor_policies(budget: int, *, token_counter: str = "approximate") -> lis
     return policies
 
 
+def governor_watermark_policy(budget: int, *, high: float, low: float) -> NamedPolicy:
+    """The governor at its defaults but for the two watermarks."""
+    from langchain_context_governance import ContextGovernor
+
+    def make() -> RequestBuilder:
+        governor = ContextGovernor(
+            context_window_tokens=budget + GOVERNOR_MAX_OUTPUT_TOKENS + GOVERNOR_SAFETY_BUFFER,
+            max_output_tokens=GOVERNOR_MAX_OUTPUT_TOKENS,
+            safety_buffer=GOVERNOR_SAFETY_BUFFER,
+            high_watermark=high,
+            low_watermark=low,
+        )
+        return governor.invoke
+
+    return NamedPolicy(f"ContextGovernor(high={high}, low={low})", make)
+
+
 def governor_defaults() -> dict[str, Any]:
     """The governor's settings at their defaults, for the report; empty when unavailable."""
     if not governor_available():
         return {}
     from langchain_context_governance import ContextGovernor
 
-    shown = ("compaction", "keep_recent", "min_chars", "high_watermark", "low_watermark")
+    shown = (
+        "compaction",
+        "keep_recent",
+        "min_chars",
+        "high_watermark",
+        "low_watermark",
+        "pin_task",
+        "on_over_budget",
+    )
     fields = ContextGovernor.model_fields
     return {name: fields[name].default for name in shown if name in fields}
 

@@ -16,9 +16,11 @@ from benchmarks.policies import (
     clear_tool_uses_name,
 )
 from benchmarks.timing import HISTORY_KINDS, HistoryKind, Phase, Timing
+from benchmarks.trajectories import TrajectoryResult, combine, like_for_like_cost_ratio
 
 __all__ = [
     "Target",
+    "WatermarkTrial",
     "growth_table",
     "history_kind_table",
     "history_kind_targets",
@@ -30,6 +32,10 @@ __all__ = [
     "seed_table",
     "timing_table",
     "timing_targets",
+    "tradeoff_table",
+    "trajectory_detail_table",
+    "trajectory_table",
+    "trajectory_targets",
 ]
 
 PHASES: tuple[Phase, ...] = ("cold", "steady")
@@ -366,3 +372,134 @@ def loop_targets(results_by_seed: Mapping[int, Sequence[LoopResult]]) -> list[Ta
 def render_targets(targets: Sequence[Target]) -> str:
     labels = {True: "PASS", False: "FAIL", None: "N/A "}
     return "\n".join(f"{labels[t.passed]}  {t.description} ({t.detail})" for t in targets)
+
+
+def trajectory_table(results: Mapping[str, Sequence[TrajectoryResult]], *, baseline: str) -> str:
+    """Every policy over all trajectories: what the model sees, and what it costs."""
+    header = [
+        "policy",
+        "calls",
+        "rejected",
+        "over budget",
+        "task lost",
+        "latest user lost",
+        "original share",
+        "hit ratio",
+        "priced cost",
+        f"cost / {baseline} (like for like, calls)",
+        "ms per call",
+    ]
+    rows = []
+    for policy, per_trajectory in results.items():
+        total = combine(per_trajectory)
+        ratio, calls = like_for_like_cost_ratio(per_trajectory, results[baseline])
+        share = sum(total.original_share) / total.calls if total.calls else 0.0
+        rows.append(
+            [
+                policy,
+                f"{total.calls:,}",
+                str(total.rejected),
+                str(total.over_budget),
+                f"{total.task_lost}/{total.task_checked}",
+                f"{total.latest_lost}/{total.latest_checked}",
+                f"{share:.0%}",
+                f"{total.hit_ratio:.1%}",
+                f"{total.priced_cost:,.0f}",
+                "-" if ratio is None else f"{ratio:.3f} ({calls:,})",
+                f"{1000 * total.seconds / max(total.calls, 1):.2f}",
+            ]
+        )
+    return markdown_table(header, rows)
+
+
+def trajectory_detail_table(results: Sequence[TrajectoryResult]) -> str:
+    """One policy, trajectory by trajectory."""
+    header = ["trajectory", "budget", "calls", "hit ratio", "over budget", "task lost", "cut off"]
+    rows = [
+        [
+            r.trajectory,
+            f"{r.budget:,}",
+            str(r.calls),
+            f"{r.hit_ratio:.1%}",
+            str(r.over_budget),
+            f"{r.task_lost}/{r.task_checked}",
+            str(r.unfittable),
+        ]
+        for r in results
+    ]
+    return markdown_table(header, rows)
+
+
+def trajectory_targets(
+    results: Mapping[str, Sequence[TrajectoryResult]], *, governor: str, baseline: str
+) -> list[Target]:
+    if governor not in results:
+        return [Target("ContextGovernor trajectory targets", None, "governor not available")]
+    total = combine(results[governor])
+    ratio, calls = like_for_like_cost_ratio(results[governor], results[baseline])
+    return [
+        Target(
+            f"{governor} on real trajectories: 0 rejected, 0 over budget, 0 task lost",
+            total.rejected == 0 and total.over_budget == 0 and total.task_lost == 0,
+            f"{total.rejected} rejected, {total.over_budget} over budget "
+            f"({total.unfittable} calls where the system prompt and task alone do not fit "
+            f"not counted), {total.task_lost}/{total.task_checked} task lost",
+        ),
+        Target(
+            f"{governor} on real trajectories: >= {LOOP_HIT_RATIO_TARGET:.0%} prefix-cache hits",
+            total.hit_ratio >= LOOP_HIT_RATIO_TARGET,
+            f"hit ratio {total.hit_ratio:.1%}",
+        ),
+        Target(
+            f"{governor} on real trajectories: priced cost <= {LOOP_COST_RATIO_TARGET} x "
+            f"{baseline}, like for like",
+            ratio is not None and ratio <= LOOP_COST_RATIO_TARGET,
+            "not measured" if ratio is None else f"ratio {ratio:.3f} over {calls:,} calls",
+        ),
+    ]
+
+
+@dataclass(frozen=True)
+class WatermarkTrial:
+    """The governor at one pair of watermarks, on the real trajectories and the loop."""
+
+    high: float
+    low: float
+    trajectories: Sequence[TrajectoryResult]
+    baseline: Sequence[TrajectoryResult]
+    loop: Sequence[tuple[LoopResult, LoopResult]]  # (governor, ClearToolUsesEdit) per seed
+
+
+def tradeoff_table(trials: Sequence[WatermarkTrial]) -> str:
+    header = [
+        "high",
+        "low",
+        "real: hit ratio",
+        "real: cost / CTU (like for like)",
+        "real: original share",
+        "real: over budget",
+        "loop: lowest hit ratio",
+        "loop: highest cost / CTU",
+        "loop: over budget",
+    ]
+    rows = []
+    for trial in trials:
+        total = combine(trial.trajectories)
+        ratio, _ = like_for_like_cost_ratio(trial.trajectories, trial.baseline)
+        share = sum(total.original_share) / total.calls if total.calls else 0.0
+        loop_hits = [governor.hit_ratio for governor, _ in trial.loop]
+        loop_costs = [governor.priced_cost / peer.priced_cost for governor, peer in trial.loop]
+        rows.append(
+            [
+                f"{trial.high}",
+                f"{trial.low}",
+                f"{total.hit_ratio:.1%}",
+                "-" if ratio is None else f"{ratio:.3f}",
+                f"{share:.0%}",
+                str(total.over_budget),
+                f"{min(loop_hits):.1%}" if loop_hits else "-",
+                f"{max(loop_costs):.3f}" if loop_costs else "-",
+                str(sum(governor.over_budget for governor, _ in trial.loop)),
+            ]
+        )
+    return markdown_table(header, rows)

@@ -4,12 +4,15 @@ conversations on one governor."""
 from __future__ import annotations
 
 import argparse
+import functools
+import logging
 import os
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 from benchmarks.concurrency import (
     CONCURRENCY_WINDOW_TOKENS,
@@ -33,13 +36,18 @@ from benchmarks.policies import (
     GOVERNOR_SAFETY_BUFFER,
     GOVERNOR_TIKTOKEN,
     TRIM_APPROXIMATE,
+    NamedPolicy,
+    clear_tool_uses_name,
+    clear_tool_uses_policy,
     governor_available,
     governor_defaults,
+    governor_watermark_policy,
     loop_policies,
     timing_policies,
 )
 from benchmarks.report import (
     Target,
+    WatermarkTrial,
     growth_table,
     history_kind_table,
     history_kind_targets,
@@ -51,10 +59,24 @@ from benchmarks.report import (
     seed_table,
     timing_table,
     timing_targets,
+    tradeoff_table,
+    trajectory_detail_table,
+    trajectory_table,
+    trajectory_targets,
 )
 from benchmarks.timing import HistoryKind, Repetitions, time_all, time_history_kinds
+from benchmarks.trajectories import (
+    BUDGET_SHARE,
+    Trajectory,
+    TrajectoryResult,
+    load_trajectories,
+    replay_trajectory,
+    trajectory_budget,
+)
 
 __all__ = ["main"]
+
+PolicyFactory = Callable[[int], list[NamedPolicy]]
 
 DEFAULT_SIZES = (100, 1_000, 10_000)
 TIMING_WINDOW_TOKENS = 32_000
@@ -69,6 +91,11 @@ HISTORY_KIND_POLICIES: dict[str, tuple[HistoryKind, ...]] = {
     GOVERNOR_APPROXIMATE: ("damaged", "reloaded"),
     GOVERNOR_TIKTOKEN: ("damaged", "reloaded"),
 }
+# Relative to the repository root; the runs are read from there, never copied in.
+DEFAULT_TRAJECTORIES = Path("../shared/real-trajectories")
+# The watermark pairs of the trade-off table (the default, 0.95/0.3, among them); every
+# other setting at its default.
+WATERMARK_GRID = ((0.95, 0.2), (0.95, 0.3), (0.95, 0.5), (0.9, 0.2), (0.9, 0.5), (0.8, 0.3))
 PACKAGES = ("langchain-core", "langchain", "langgraph", "tiktoken")
 
 
@@ -224,6 +251,94 @@ def run_concurrency(arguments: argparse.Namespace) -> list[Target]:
     return targets
 
 
+def trajectories_directory(arguments: argparse.Namespace) -> Path:
+    directory = Path(arguments.trajectories)
+    if not directory.is_absolute():
+        directory = Path(__file__).resolve().parent.parent / directory
+    return directory
+
+
+def replay_all(
+    trajectories: Sequence[Trajectory], make_policies: PolicyFactory, memo: MessageTokenMemo
+) -> dict[str, list[TrajectoryResult]]:
+    """Every policy `make_policies(budget)` gives, on every trajectory, by policy name."""
+    results: dict[str, list[TrajectoryResult]] = {}
+    for trajectory in trajectories:
+        budget = trajectory_budget(trajectory, memo)
+        for policy in make_policies(budget):
+            result = replay_trajectory(policy, trajectory, budget=budget, memo=memo)
+            results.setdefault(policy.name, []).append(result)
+    return results
+
+
+def run_trajectories(arguments: argparse.Namespace) -> list[Target]:
+    directory = trajectories_directory(arguments)
+    if not (directory / "MANIFEST.json").is_file():
+        print(f"\n## Real trajectories\n\nSkipped: no MANIFEST.json in {directory}.")
+        return []
+    trajectories = load_trajectories(directory)
+    print(
+        f"\n## Real trajectories: {len(trajectories)} runs from {directory}, one call before "
+        f"every assistant message, input budget {BUDGET_SHARE:.0%} of each run's tokens "
+        "(at least twice its system prompt)\n"
+    )
+    # The governor logs a warning for each request it sends over budget; the table counts them.
+    logging.getLogger("langchain_context_governance").setLevel(logging.ERROR)
+    memo = MessageTokenMemo()
+    _progress("replaying the real trajectories with every policy")
+    results = replay_all(trajectories, loop_policies, memo)
+    baseline = clear_tool_uses_name()
+    print(trajectory_table(results, baseline=baseline))
+    if GOVERNOR_APPROXIMATE in results:
+        print(f"\n{GOVERNOR_APPROXIMATE} run by run:\n")
+        print(trajectory_detail_table(results[GOVERNOR_APPROXIMATE]))
+        if not arguments.skip_tradeoff:
+            print_tradeoff(arguments, trajectories, results[baseline], memo)
+    targets = trajectory_targets(results, governor=GOVERNOR_APPROXIMATE, baseline=baseline)
+    print("\n" + render_targets(targets))
+    return targets
+
+
+def print_tradeoff(
+    arguments: argparse.Namespace,
+    trajectories: Sequence[Trajectory],
+    baseline: Sequence[TrajectoryResult],
+    memo: MessageTokenMemo,
+) -> None:
+    """The governor at each watermark pair, on the real runs and on the synthetic loop."""
+    seeds = range(arguments.seed, arguments.seed + arguments.loop_seeds)
+    loops = {seed: build_tool_loop(arguments.loop_iterations, seed=seed) for seed in seeds}
+    budget = arguments.loop_budget
+    peer = clear_tool_uses_policy(budget)
+    loop_memo = MessageTokenMemo()
+    peers = {
+        seed: simulate_loop(peer, loops[seed], budget=budget, memo=loop_memo) for seed in seeds
+    }
+    trials = []
+    for high, low in WATERMARK_GRID:
+        _progress(f"watermarks high={high} low={low}")
+        real = replay_all(
+            trajectories,
+            functools.partial(_watermark_policies, high=high, low=low),
+            memo,
+        )
+        policy = governor_watermark_policy(budget, high=high, low=low)
+        loop = [
+            (simulate_loop(policy, loops[seed], budget=budget, memo=loop_memo), peers[seed])
+            for seed in seeds
+        ]
+        trials.append(WatermarkTrial(high, low, next(iter(real.values())), baseline, loop))
+    print(
+        "\nWatermark trade-off (real: all runs above; loop: the tool loop, "
+        f"{len(loops)} seeds, budget {budget:,}; CTU = {clear_tool_uses_name()}):\n"
+    )
+    print(tradeoff_table(trials))
+
+
+def _watermark_policies(budget: int, *, high: float, low: float) -> list[NamedPolicy]:
+    return [governor_watermark_policy(budget, high=high, low=low)]
+
+
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
@@ -244,6 +359,13 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-timing", action="store_true")
     parser.add_argument("--skip-loop", action="store_true")
     parser.add_argument("--skip-concurrency", action="store_true")
+    parser.add_argument(
+        "--trajectories",
+        default=str(DEFAULT_TRAJECTORIES),
+        help="directory of real runs with a MANIFEST.json (relative to the repository root)",
+    )
+    parser.add_argument("--skip-trajectories", action="store_true")
+    parser.add_argument("--skip-tradeoff", action="store_true", help="no watermark trade-off table")
     return parser.parse_args(argv)
 
 
@@ -264,6 +386,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         targets += run_loop(arguments)
     if not arguments.skip_concurrency and governor_available():
         targets += run_concurrency(arguments)
+    if not arguments.skip_trajectories:
+        targets += run_trajectories(arguments)
     print("\n## Targets\n")
     print(render_targets(targets))
     print(f"\nTotal wall time: {time.perf_counter() - started:.0f} s")

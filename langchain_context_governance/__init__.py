@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING, Any
 
+from langchain_context_governance.errors import ContextBudgetExceeded
 from langchain_context_governance.governor import (
     ContextGovernor,
     GovernanceReport,
@@ -10,14 +11,17 @@ from langchain_context_governance.governor import (
 from langchain_context_governance.passes import (
     BACKFILL_CONTENT,
     DEFAULT_COMPACTABLE_TOOLS,
+    DEFAULT_PLACEHOLDER,
     SYNTHETIC_USER_CONTENT,
     apply_provider_rules,
     backfill_missing_tool_results,
     compact_in_batches,
+    cut_note,
     drop_orphan_tool_results,
     enforce_role_alternation,
     microcompact,
     snip_history,
+    truncate_oversized_messages,
 )
 from langchain_context_governance.providers import PROVIDERS, Violation, validate_messages
 from langchain_context_governance.tokens import (
@@ -31,9 +35,11 @@ from langchain_context_governance.tokens import (
 __all__ = [
     "BACKFILL_CONTENT",
     "DEFAULT_COMPACTABLE_TOOLS",
+    "DEFAULT_PLACEHOLDER",
     "PROVIDERS",
     "SYNTHETIC_USER_CONTENT",
     "CacheStats",
+    "ContextBudgetExceeded",
     "ContextGovernor",
     "GovernanceReport",
     "GovernanceResult",
@@ -44,11 +50,13 @@ __all__ = [
     "apply_provider_rules",
     "backfill_missing_tool_results",
     "compact_in_batches",
+    "cut_note",
     "drop_orphan_tool_results",
     "enforce_role_alternation",
     "get_token_counter",
     "microcompact",
     "snip_history",
+    "truncate_oversized_messages",
     "validate_messages",
 ]
 

@@ -27,6 +27,7 @@ from rich.table import Table
 from langchain_context_governance.demo import DEFAULT_WINDOW_TOKENS, run_demo_in_terminal
 from langchain_context_governance.governor import ContextGovernor, GovernanceReport
 from langchain_context_governance.model_settings import chat_model_from_string
+from langchain_context_governance.passes.batched import DEFAULT_KEEP_RECENT
 from langchain_context_governance.providers import PROVIDERS, Violation, validate_messages
 from langchain_context_governance.tokens import COUNTER_NAMES
 from langchain_context_governance.tracing import report_as_dict
@@ -372,7 +373,7 @@ def govern(
     keep_recent: Annotated[
         int,
         typer.Option("--keep-recent", min=0, help="Recent tool results microcompact keeps."),
-    ] = 10,
+    ] = DEFAULT_KEEP_RECENT,
     provider: ProviderOption = None,
     output: Annotated[
         Path | None,

@@ -21,11 +21,13 @@ from langchain_context_governance.conversation import (
     Conversations,
     ConversationState,
 )
+from langchain_context_governance.errors import ContextBudgetExceeded
 from langchain_context_governance.model_settings import (
     chat_model_from_string,
     model_label,
     settings_for_model,
 )
+from langchain_context_governance.passes._budget import task_pin_limit
 from langchain_context_governance.passes.alternation import (
     SYNTHETIC_USER_CONTENT,
     enforce_role_alternation_with_count,
@@ -33,13 +35,15 @@ from langchain_context_governance.passes.alternation import (
 from langchain_context_governance.passes.backfill import backfill_missing_tool_results_with_count
 from langchain_context_governance.passes.batched import (
     DEFAULT_HIGH_WATERMARK,
+    DEFAULT_KEEP_RECENT,
     DEFAULT_LOW_WATERMARK,
     BatchedWindow,
     WindowPlan,
     validate_watermarks,
 )
 from langchain_context_governance.passes.microcompact import (
-    DEFAULT_COMPACTABLE_TOOLS,
+    DEFAULT_PLACEHOLDER,
+    ResultCompaction,
     microcompact_with_count,
     validate_microcompact_settings,
 )
@@ -53,6 +57,7 @@ from langchain_context_governance.passes.provider_rules import (
 )
 from langchain_context_governance.passes.repair_stream import RepairStream
 from langchain_context_governance.passes.snip import snip_history_with_count
+from langchain_context_governance.passes.truncate import fit_to_budget
 from langchain_context_governance.providers import PROVIDERS
 from langchain_context_governance.templates import rules_for_chat_template
 from langchain_context_governance.tokens import MessageTokenCounter, get_token_counter
@@ -142,6 +147,13 @@ def _validate_settings(governor: ContextGovernor) -> None:
     validate_microcompact_settings(keep_recent=governor.keep_recent, min_chars=governor.min_chars)
     if governor.max_conversations < 1:
         raise ValueError(f"max_conversations must be >= 1, got {governor.max_conversations}")
+    if governor.on_over_budget not in ("truncate", "warn", "raise"):
+        raise ValueError(
+            f"on_over_budget must be 'truncate', 'warn' or 'raise', got {governor.on_over_budget!r}"
+        )
+    both = set(governor.compactable_tools or ()) & set(governor.exclude_tools)
+    if both:
+        raise ValueError(f"tools both in compactable_tools and in exclude_tools: {sorted(both)}")
     if governor.provider not in PROVIDERS:
         known = ", ".join(repr(name) for name in PROVIDERS)
         raise ValueError(f"provider must be one of {known}, got {governor.provider!r}")
@@ -163,8 +175,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
 
     Runs before every chat-model call, on a copy: the stored history is never touched.
     The order is in `_run_pipeline`: repair the history (pairs, alternation), compact and
-    cut it to the budget, then repair the request (pairs, alternation, provider rules),
-    since cutting can break both. Input budget =
+    cut it to the budget (the task pinned, a note at the cut), repair the request (pairs,
+    alternation, provider rules), since cutting can break both, and as a last resort
+    shorten the largest messages where the request is still too large. Input budget =
     `context_window_tokens - max_output_tokens - safety_buffer`; no cutting when
     `context_window_tokens` is None.
 
@@ -193,9 +206,14 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     context_window_tokens: int | None = None
     max_output_tokens: int = 4096
     safety_buffer: int = 1024
-    keep_recent: int = 10
+    keep_recent: int = DEFAULT_KEEP_RECENT
     min_chars: int = 500
-    compactable_tools: frozenset[str] = DEFAULT_COMPACTABLE_TOOLS
+    # None: every tool's results, but those of `exclude_tools`; a set is an allow-list.
+    compactable_tools: frozenset[str] | None = None
+    exclude_tools: frozenset[str] = frozenset()
+    placeholder: str = DEFAULT_PLACEHOLDER
+    pin_task: bool = True
+    on_over_budget: Literal["truncate", "warn", "raise"] = "truncate"
     token_counter: Any = "approximate"
     tools: Sequence[Any] | None = None
     provider: str = "openai"
@@ -207,6 +225,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     name: str | None = "ContextGovernor"
 
     _counter: MessageTokenCounter = PrivateAttr()
+    _compaction: ResultCompaction = PrivateAttr()
     _budget: int | None = PrivateAttr(default=None)
     # Rules the chat template needs beyond the provider profile (probed once per template).
     _template_rules: tuple[str, ...] = PrivateAttr(default=())
@@ -226,6 +245,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             self.context_window_tokens, self.max_output_tokens, self.safety_buffer
         )
         self._counter = get_token_counter(self.token_counter)
+        self._compaction = ResultCompaction(
+            compactable_tools=self.compactable_tools,
+            exclude_tools=self.exclude_tools,
+            placeholder=self.placeholder,
+        )
         if self.chat_template is not None:
             self._template_rules = rules_for_chat_template(self.chat_template)
         self._unique_call_ids = requires_unique_call_ids(
@@ -246,7 +270,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 low_watermark=self.low_watermark,
                 keep_recent=self.keep_recent,
                 min_chars=self.min_chars,
-                compactable_tools=self.compactable_tools,
+                compaction=self._compaction,
+                pin_task=self.pin_task,
             )
         repairs = RepairStream(
             repair_group=self._repair_group,
@@ -358,9 +383,13 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             **self._measure(original, raw_tokens, governed, plan),
         )
         logger.debug("context governance report: %s", report)
-        if not report.within_budget and not state.over_budget_warned:
-            state.over_budget_warned = True
-            _warn_over_budget(report)
+        if not report.within_budget:
+            assert report.budget is not None
+            if self.on_over_budget == "raise":
+                raise ContextBudgetExceeded(budget=report.budget, tokens=report.tokens_after)
+            if not state.over_budget_warned:
+                state.over_budget_warned = True
+                _warn_over_budget(report)
         return GovernanceResult(messages=list(governed), report=report)
 
     def _run_pipeline(
@@ -373,7 +402,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         2. Compact and cut to the budget: the cache-aware window, replayed incrementally,
            or the keep-recent microcompact and snip.
         3. Repair the request: cutting can break pairs and alternation; the provider
-           profile runs last, on the request alone.
+           profile runs on the request alone.
+        4. The last resort, where the request is still too large: compact the newest
+           results, then shorten the largest messages (`on_over_budget="truncate"`).
         """
         history = state.repairs.read(messages)
         state.restart_if_needed()
@@ -390,6 +421,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 steps.append(("snip_history", self._snip))
             request, changes = _run_steps(history.to_list(), steps, changes)
         request, changes = _run_steps(request, self._request_repairs(), changes)
+        if self._budget is not None and self.on_over_budget != "warn":
+            request, changes = _run_steps(request, [("truncate", self._fit_to_budget)], changes)
         if not request and any(not isinstance(m, ToolMessage) for m in messages):
             # Only blank messages were left; a request needs something to answer.
             request = [HumanMessage(SYNTHETIC_USER_CONTENT)]
@@ -462,6 +495,38 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             figures["unchanged_prefix_tokens"] = plan.unchanged_prefix_tokens
         return figures
 
+    def _fit_to_budget(
+        self, messages: list[BaseMessage]
+    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
+        """The last resort where the request is still too large: see passes/truncate.py.
+
+        With `compaction="cache_aware"` it acts above the high watermark, not only above
+        the budget, and aims under it, so that governing the governed request again
+        changes nothing (the window acts only above the high watermark); it aims under
+        the budget where that is not possible.
+        """
+        assert self._budget is not None
+        targets = [self._budget]
+        if self.compaction == "cache_aware":
+            targets.insert(0, max(int(self._budget * self.high_watermark), 1))
+        if self.count_tokens(messages) <= targets[0]:
+            return messages, {"truncate": 0}
+        fit = None
+        for target in targets:
+            fit = fit_to_budget(
+                messages,
+                max_tokens=target,
+                counter=self._counter,
+                tools_tokens=self._counter.count_tools(self.tools),
+                min_chars=self.min_chars,
+                compaction=self._compaction,
+                task_tokens=task_pin_limit(self._budget) if self.pin_task else 0,
+            )
+            if fit.within_budget:
+                break
+        assert fit is not None
+        return fit.messages, {"microcompact": fit.compacted, "truncate": fit.truncated}
+
     def _apply_provider_rules(
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
@@ -474,7 +539,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             messages,
             keep_recent=self.keep_recent,
             min_chars=self.min_chars,
-            compactable_tools=self.compactable_tools,
+            compaction=self._compaction,
         )
 
     def _snip(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
@@ -484,6 +549,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             max_tokens=self._budget,
             counter=self._counter,
             tools_tokens=self._counter.count_tools(self.tools),
+            pin_task=self.pin_task,
         )
 
     def _run_minimal_repair(

@@ -9,23 +9,29 @@ from langchain_context_governance.passes.backfill import (
     backfill_missing_tool_results,
 )
 from langchain_context_governance.passes.batched import compact_in_batches
+from langchain_context_governance.passes.cut_note import cut_note
 from langchain_context_governance.passes.microcompact import (
     DEFAULT_COMPACTABLE_TOOLS,
+    DEFAULT_PLACEHOLDER,
     microcompact,
 )
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results
 from langchain_context_governance.passes.provider_rules import apply_provider_rules
 from langchain_context_governance.passes.snip import snip_history
+from langchain_context_governance.passes.truncate import truncate_oversized_messages
 
 __all__ = [
     "BACKFILL_CONTENT",
     "DEFAULT_COMPACTABLE_TOOLS",
+    "DEFAULT_PLACEHOLDER",
     "SYNTHETIC_USER_CONTENT",
     "apply_provider_rules",
     "backfill_missing_tool_results",
     "compact_in_batches",
+    "cut_note",
     "drop_orphan_tool_results",
     "enforce_role_alternation",
     "microcompact",
     "snip_history",
+    "truncate_oversized_messages",
 ]

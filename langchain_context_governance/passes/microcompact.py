@@ -1,8 +1,9 @@
-"""Replace old, large results of re-obtainable tools with a one-line placeholder."""
+"""Replace old, large tool results with a one-line placeholder the model can act on."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
@@ -14,7 +15,10 @@ from langchain_context_governance._messages import (
 )
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 
-# Tools whose output the agent can obtain again by calling them again.
+# The seed's allow-list of tools whose output the agent can obtain again by calling them
+# again. No longer the default (None: every tool but `exclude_tools`): none of the tool
+# names of 27 real agent runs (bash, execute_bash, str_replace_editor, open, business
+# tools) is in it, so compaction never fired on them. Kept for users who want an allow-list.
 DEFAULT_COMPACTABLE_TOOLS: frozenset[str] = frozenset(
     {
         "read_file",
@@ -28,10 +32,61 @@ DEFAULT_COMPACTABLE_TOOLS: frozenset[str] = frozenset(
     }
 )
 
+# Says that the output was cleared on purpose (so the model does not echo the line as a
+# result of its own), that the call ran (so it does not take it for a failure and repeat
+# it as is), and how to get the content back at a lower cost. Short, because a long
+# conversation holds hundreds of them.
+DEFAULT_PLACEHOLDER = (
+    "[Output cleared to save context; the {tool_name} call did run. To see it again, "
+    "re-run it narrowed to the part you need.]"
+)
 
-def compacted_placeholder(tool_name: str) -> str:
-    """The one line that stands in for a compacted tool result."""
-    return f"[{tool_name} result omitted from context]"
+
+def validate_placeholder(placeholder: str) -> None:
+    """A placeholder template may use `{tool_name}` and nothing else."""
+    if not isinstance(placeholder, str):
+        raise TypeError(f"placeholder must be a str, got {type(placeholder).__name__}")
+    try:
+        placeholder.format(tool_name="tool")
+    except (KeyError, IndexError, ValueError) as error:
+        raise ValueError(
+            f"placeholder may only use the field {{tool_name}} (double other braces), "
+            f"got {placeholder!r}: {error!r}"
+        ) from error
+
+
+@dataclass(frozen=True)
+class ResultCompaction:
+    """Which tools' results may be compacted, and the line that replaces them.
+
+    `compactable_tools=None` means every tool not in `exclude_tools` (the convention of
+    LangChain's `ClearToolUsesEdit` and Anthropic's `clear_tool_uses`); a set makes it an
+    allow-list, still minus `exclude_tools`.
+    """
+
+    compactable_tools: Collection[str] | None = None
+    exclude_tools: Collection[str] = frozenset()
+    placeholder: str = DEFAULT_PLACEHOLDER
+
+    def __post_init__(self) -> None:
+        validate_placeholder(self.placeholder)
+        if isinstance(self.exclude_tools, str):
+            raise TypeError("exclude_tools must be a collection of tool names, not a str")
+        if isinstance(self.compactable_tools, str):
+            raise TypeError("compactable_tools must be a collection of tool names or None")
+
+    def applies_to(self, tool_name: str) -> bool:
+        if tool_name in self.exclude_tools:
+            return False
+        return self.compactable_tools is None or tool_name in self.compactable_tools
+
+    def placeholder_for(self, tool_name: str) -> str:
+        return self.placeholder.format(tool_name=tool_name or "tool")
+
+
+def compacted_placeholder(tool_name: str, placeholder: str = DEFAULT_PLACEHOLDER) -> str:
+    """The one line that stands in for a compacted result of `tool_name`."""
+    return placeholder.format(tool_name=tool_name or "tool")
 
 
 def validate_microcompact_settings(*, keep_recent: int, min_chars: int) -> None:
@@ -42,7 +97,7 @@ def validate_microcompact_settings(*, keep_recent: int, min_chars: int) -> None:
 
 
 def compactable_result_positions(
-    messages: list[BaseMessage], compactable_tools: Collection[str]
+    messages: list[BaseMessage], compaction: ResultCompaction
 ) -> list[tuple[int, str]]:
     """(index, tool name) of every result of a compactable tool, oldest first."""
     names_by_call_id = tool_names_by_call_id(messages)
@@ -50,14 +105,16 @@ def compactable_result_positions(
     for index, message in enumerate(messages):
         if isinstance(message, ToolMessage):
             name = message.name or names_by_call_id.get(message.tool_call_id, "")
-            if name in compactable_tools:
+            if compaction.applies_to(name):
                 positions.append((index, name))
     return positions
 
 
-def compact_tool_result(message: ToolMessage, tool_name: str, *, min_chars: int) -> ToolMessage:
+def compact_tool_result(
+    message: ToolMessage, tool_name: str, *, min_chars: int, compaction: ResultCompaction
+) -> ToolMessage:
     """The placeholder copy of a result, or the result itself when it is short or done."""
-    placeholder = compacted_placeholder(tool_name)
+    placeholder = compaction.placeholder_for(tool_name)
     if message.content == placeholder or content_text_length(message.content) < min_chars:
         return message
     return message.model_copy(update={"content": placeholder})
@@ -68,20 +125,20 @@ def microcompact_with_count(
     *,
     keep_recent: int,
     min_chars: int,
-    compactable_tools: Collection[str],
+    compaction: ResultCompaction,
 ) -> tuple[list[BaseMessage], int]:
     """Compact all but the newest `keep_recent` compactable results; return list and count.
 
     Returns the very same list when nothing is compacted.
     """
-    positions = compactable_result_positions(messages, compactable_tools)
+    positions = compactable_result_positions(messages, compaction)
     older = positions[: max(len(positions) - keep_recent, 0)]
     output: list[BaseMessage] | None = None
     changed = 0
     for index, name in older:
         message = messages[index]
         assert isinstance(message, ToolMessage)
-        compacted = compact_tool_result(message, name, min_chars=min_chars)
+        compacted = compact_tool_result(message, name, min_chars=min_chars, compaction=compaction)
         if compacted is not message:
             if output is None:
                 output = list(messages)
@@ -98,13 +155,16 @@ def microcompact(
     *,
     keep_recent: int = 10,
     min_chars: int = 500,
-    compactable_tools: Collection[str] = DEFAULT_COMPACTABLE_TOOLS,
+    compactable_tools: Collection[str] | None = None,
+    exclude_tools: Collection[str] = (),
+    placeholder: str = DEFAULT_PLACEHOLDER,
 ) -> list[BaseMessage]:
-    """Replace old, large results of re-obtainable tools with a one-line placeholder.
+    """Replace old, large tool results with a one-line placeholder.
 
-    Results of `compactable_tools` are counted from the newest back; the newest
-    `keep_recent` stay whole. Each older one whose text is at least `min_chars`
-    characters long gets the content `[<tool name> result omitted from context]`.
+    Results of compactable tools (every tool but `exclude_tools`, or only
+    `compactable_tools` where that is given) are counted from the newest back; the
+    newest `keep_recent` stay whole. Each older one whose text is at least `min_chars`
+    characters long gets the content `placeholder` with `{tool_name}` filled in.
     Shorter results and other tools' results stay as they are. The tool name is
     `ToolMessage.name` or, where that is empty, the name of the call it answers.
 
@@ -113,17 +173,21 @@ def microcompact(
         >>> history = [HumanMessage("look")]
         >>> for n in range(3):
         ...     history.append(
-        ...         AIMessage("", tool_calls=[{"name": "read_file", "args": {}, "id": f"c{n}"}])
+        ...         AIMessage("", tool_calls=[{"name": "bash", "args": {}, "id": f"c{n}"}])
         ...     )
         ...     history.append(ToolMessage("x" * 600, tool_call_id=f"c{n}"))
-        >>> [m.content[:12] for m in microcompact(history, keep_recent=1)[2::2]]
-        ['[read_file r', '[read_file r', 'xxxxxxxxxxxx']
+        >>> [m.content[:22] for m in microcompact(history, keep_recent=1)[2::2]]
+        ['[Output cleared to sav', '[Output cleared to sav', 'xxxxxxxxxxxxxxxxxxxxxx']
     """
     validate_microcompact_settings(keep_recent=keep_recent, min_chars=min_chars)
     compacted, _ = microcompact_with_count(
         as_message_list(messages),
         keep_recent=keep_recent,
         min_chars=min_chars,
-        compactable_tools=compactable_tools,
+        compaction=ResultCompaction(
+            compactable_tools=compactable_tools,
+            exclude_tools=exclude_tools,
+            placeholder=placeholder,
+        ),
     )
     return list(compacted)

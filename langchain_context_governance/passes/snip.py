@@ -10,7 +10,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.messages.utils import MessageLikeRepresentation
 
 from langchain_context_governance._messages import as_message_list
+from langchain_context_governance.passes._budget import task_pin_limit, validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
+from langchain_context_governance.passes.alternation import SYNTHETIC_USER_CONTENT
+from langchain_context_governance.passes.cut_note import attach_cut_note, cut_note
+from langchain_context_governance.passes.truncate import truncate_message
 from langchain_context_governance.tokens import (
     MessageTokenCounter,
     TokenCounterSpec,
@@ -25,11 +29,6 @@ KEEP_WITHOUT_USER_MESSAGE = 4
 def _named_counter(name: str) -> MessageTokenCounter:
     """One shared counter per counter name, so repeated calls reuse its per-message cache."""
     return get_token_counter(name)
-
-
-def validate_max_tokens(max_tokens: int, *, setting: str = "max_tokens") -> None:
-    if max_tokens <= 0:
-        raise ValueError(f"{setting} must be > 0, got {max_tokens}")
 
 
 def group_start(messages: Sequence[BaseMessage], end: int) -> int:
@@ -99,10 +98,13 @@ def snip_history_with_count(
     max_tokens: int,
     counter: MessageTokenCounter,
     tools_tokens: int = 0,
+    pin_task: bool = True,
+    summary: str | None = None,
 ) -> tuple[list[BaseMessage], int]:
     """Snip to `max_tokens`; return the list and how many messages were removed.
 
-    Returns the very same list when everything fits.
+    Returns the very same list when everything fits. Where messages are left out, a
+    note at the cut says how many (with `summary` in it, where given).
     """
     if counter.count_messages(messages) + tools_tokens <= max_tokens:
         return messages, 0
@@ -112,9 +114,77 @@ def snip_history_with_count(
         return messages, 0
     fixed = counter.request_overhead + tools_tokens
     remaining = max_tokens - fixed - sum(counter.count_message(message) for message in systems)
+    # Room for the note, whatever the number of messages it ends up naming.
+    remaining -= counter.count_message(HumanMessage(cut_note(len(rest), summary)))
+    task = _task_index(rest) if pin_task else None
+    task_copy = None if task is None else pinned_task_copy(rest[task], max_tokens, counter)
     kept = _kept_part(rest, counter, remaining)
+    if task is not None and task_copy is not None:
+        with_task = _kept_after_task(rest, task, task_copy, counter, remaining)
+        # The task is left out only where it is what keeps the request over budget.
+        if counter.count_messages(with_task) <= remaining or (
+            counter.count_messages(kept) > remaining
+        ):
+            kept = with_task
     snipped = [*systems, *kept]
-    return snipped, len(messages) - len(snipped)
+    omitted = len(rest) - len(kept)
+    if omitted > 0:
+        noted = attach_cut_note(snipped, cut_note(omitted, summary))
+        # Left out where it would take the request over budget (a tiny budget).
+        if counter.count_messages(noted) + tools_tokens <= max_tokens:
+            snipped = noted
+    return snipped, omitted
+
+
+def is_task_candidate(message: BaseMessage) -> bool:
+    """A user message that can be the task: not a turn the alternation repair made up."""
+    return isinstance(message, HumanMessage) and message.content != SYNTHETIC_USER_CONTENT
+
+
+def _task_index(messages: list[BaseMessage]) -> int | None:
+    return next(
+        (index for index, message in enumerate(messages) if is_task_candidate(message)), None
+    )
+
+
+def pinned_task_copy(
+    task: BaseMessage, max_tokens: int, counter: MessageTokenCounter
+) -> BaseMessage | None:
+    """The task as pinned: itself where it fits its share of `max_tokens`, else cut to it;
+    None where not even its head and tail fit."""
+    limit = task_pin_limit(max_tokens)
+    copy = truncate_message(task, limit, counter)
+    return copy if counter.count_message(copy) <= limit else None
+
+
+def _kept_after_task(
+    rest: list[BaseMessage],
+    task: int,
+    task_copy: BaseMessage,
+    counter: MessageTokenCounter,
+    remaining: int,
+) -> list[BaseMessage]:
+    """The pinned task, then the newest messages after it that fit.
+
+    After the task the kept part may open with an assistant message; where it holds no
+    user message, the latest one before it is pinned too.
+    """
+    budget = remaining - counter.count_message(task_copy)
+    after = rest[task + 1 :]
+    if not after:
+        return [task_copy]
+    start = newest_groups_within(after, counter, budget)
+    pinned = None if _first_user_from(after, start) is not None else _last_user_before(after, start)
+    stop = 0
+    if pinned is not None:
+        budget -= counter.count_message(after[pinned])
+        stop = pinned + 1
+        start = newest_groups_within(after, counter, budget, stop=stop)
+    if start == len(after) and stop < len(after):
+        # An oversized request beats an invalid one: keep the newest whole group.
+        start = max(group_start(after, len(after)), stop)
+    pins = [task_copy] if pinned is None else [task_copy, after[pinned]]
+    return [*pins, *after[start:]]
 
 
 def _kept_part(
@@ -144,24 +214,41 @@ def snip_history(
     max_tokens: int,
     token_counter: TokenCounterSpec = "approximate",
     tools: Sequence[Any] | None = None,
+    pin_task: bool = True,
 ) -> list[BaseMessage]:
     """Keep every system message and the newest other messages that fit in `max_tokens`.
 
-    Tool definitions in `tools` count against the budget. The kept part starts with a
-    user message: it is cut forward to its first user message, or, where it holds
+    Tool definitions in `tools` count against the budget. With `pin_task`, the
+    conversation's first user message (the task) stays right after the system
+    messages, cut to a head and a tail where it is larger than a quarter of
+    `max_tokens`, followed by the newest messages after it that fit; where those hold
+    no user message, the latest one before them is pinned after the task. Without it
+    (or where the task cannot fit its quarter), the kept part starts with a user
+    message: it is cut forward to its first user message, or, where it holds
     none, the nearest earlier user message is pinned in front of it and the messages
     in between are dropped in whole groups (an assistant message with all its tool
-    results) so that the request still fits. Only where the system messages, that
-    user message and the newest complete group cannot fit together does the result go
-    over budget: an oversized request beats an invalid one. With no user message at
-    all, the last 4 messages are kept. A tool call and its results are kept or dropped
-    together, so the kept part never begins with results whose call was cut away.
+    results) so that the request still fits. A note at the cut, appended to the first
+    user message after the system messages, says how many messages were left out.
+    Only where the system messages, that user message and the newest complete group
+    cannot fit together does the result go over budget: an oversized request beats an
+    invalid one (the governor's last resort, `truncate_oversized_messages`, then cuts
+    text). With no user message at all, the last 4 messages are kept. A tool call and
+    its results are kept or dropped together, so the kept part never begins with
+    results whose call was cut away.
 
     Example:
         >>> from langchain_core.messages import HumanMessage, SystemMessage
-        >>> history = [SystemMessage("rules"), HumanMessage("old " * 200), HumanMessage("new")]
-        >>> [m.content for m in snip_history(history, max_tokens=40)]
-        ['rules', 'new']
+        >>> history = [
+        ...     SystemMessage("rules"),
+        ...     HumanMessage("fix the bug"),
+        ...     HumanMessage("old " * 200),
+        ...     HumanMessage("new"),
+        ... ]
+        >>> request = snip_history(history, max_tokens=120)
+        >>> [m.content[:11] for m in request]
+        ['rules', 'fix the bug', 'new']
+        >>> "[Context note: 1 earlier message" in request[1].content
+        True
     """
     validate_max_tokens(max_tokens)
     counter = (
@@ -174,5 +261,6 @@ def snip_history(
         max_tokens=max_tokens,
         counter=counter,
         tools_tokens=counter.count_tools(tools),
+        pin_task=pin_task,
     )
     return list(snipped)

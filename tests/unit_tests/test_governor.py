@@ -12,6 +12,7 @@ from langchain_context_governance import (
     SYNTHETIC_USER_CONTENT,
     ContextGovernor,
     GovernanceReport,
+    cut_note,
 )
 from langchain_context_governance.passes import snip as snip_module
 from tests.builders import ai_calls, call, result, tool_loop
@@ -23,6 +24,7 @@ PASS_NAMES = {
     "snip_history",
     "enforce_role_alternation",
     "apply_provider_rules",
+    "truncate",
 }
 
 
@@ -77,7 +79,8 @@ def test_long_tool_loop_fits_budget_and_keeps_the_request(compaction):
     governed = governor.govern(history)
     assert governed.report.tokens_after <= governor.budget
     assert governed.report.within_budget
-    assert governed.messages[1] is history[1]
+    omitted = governed.report.changes["snip_history"]
+    assert governed.messages[1].content == f"{history[1].content}\n\n{cut_note(omitted)}"
     assert governed.report.changes["snip_history"] > 0
     assert governed.report.changes["microcompact"] > 0
     assert governed.messages[-1] is history[-1]

@@ -272,7 +272,9 @@ class TestReactAgent:
         stored_results = [m for m in final["messages"] if isinstance(m, ToolMessage)]
         placeholder = compacted_placeholder("read_file")
         assert any(m.content == placeholder for m in stored_results)
-        assert final["messages"][0].content == QUESTION
+        # The stored task carries the note of the latest cut, never one per cut.
+        task = final["messages"][0].content
+        assert task.startswith(QUESTION) and task.count("[Context note: ") == 1
         assert final["messages"][-1].content == FINAL_ANSWER
         ids = [message.id for message in final["messages"]]
         assert len(set(ids)) == len(ids)

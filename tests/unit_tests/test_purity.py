@@ -31,12 +31,14 @@ PASSES = {
     "compact_in_batches": {"max_tokens": 800},
     "enforce_role_alternation": {},
     "apply_provider_rules": {"provider": "strict"},
+    "truncate_oversized_messages": {"max_tokens": 800},
 }
 
 
 def test_every_public_pass_is_listed_here():
     public = {name for name in package.__all__ if callable(getattr(package, name))}
     passes = public - {
+        "ContextBudgetExceeded",
         "ContextGovernor",
         "GovernanceReport",
         "GovernanceResult",
@@ -44,6 +46,7 @@ def test_every_public_pass_is_listed_here():
         "CacheStats",
         "Violation",
         "TokenCounterFallbackWarning",
+        "cut_note",
         "get_token_counter",
         "validate_messages",
     }

@@ -129,7 +129,8 @@ def test_governed_histories_render_and_raw_ones_often_do_not(name: str) -> None:
     governor = ContextGovernor(chat_template=text)
     raw_failures: list[bool] = []
 
-    @settings(max_examples=60, database=None)
+    # Derandomized: the share of raw failures is asserted, so it must not vary by run.
+    @settings(max_examples=60, database=None, derandomize=True)
     @given(history=histories())
     def governed_history_renders(history: list[BaseMessage]) -> None:
         assume(history)  # an empty request has nothing to render or govern

@@ -3,6 +3,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
 from langchain_context_governance import DEFAULT_COMPACTABLE_TOOLS, microcompact
+from langchain_context_governance.passes.microcompact import compacted_placeholder
 from tests.builders import ai_calls, call, result, tool_loop
 
 
@@ -21,7 +22,7 @@ def test_default_tools_are_the_re_obtainable_ones():
 def test_newest_results_stay_whole_and_older_large_ones_become_placeholders(mutation_guard):
     history = mutation_guard.watch(tool_loop(5, size=800))
     compacted = contents(microcompact(history, keep_recent=2))
-    assert compacted[:3] == ["[read_file result omitted from context]"] * 3
+    assert compacted[:3] == [compacted_placeholder("read_file")] * 3
     assert compacted[3:] == contents(history)[3:]
 
 
@@ -37,18 +38,17 @@ def test_short_results_and_other_tools_stay(mutation_guard):
             result("c", "y" * 2000),
         ]
     )
-    assert contents(microcompact(history, keep_recent=0, min_chars=500)) == [
-        "x" * 2000,
-        "short",
-        "[grep result omitted from context]",
-    ]
+    allow_list = microcompact(
+        history, keep_recent=0, min_chars=500, compactable_tools=DEFAULT_COMPACTABLE_TOOLS
+    )
+    assert contents(allow_list) == ["x" * 2000, "short", compacted_placeholder("grep")]
+    excluded = microcompact(history, keep_recent=0, exclude_tools={"write_file"})
+    assert contents(excluded) == ["x" * 2000, "short", compacted_placeholder("grep")]
 
 
 def test_tool_name_comes_from_the_call_when_result_has_none():
     history = [HumanMessage("go"), ai_calls(call("a", "web_fetch")), result("a", "z" * 900)]
-    assert contents(microcompact(history, keep_recent=0)) == [
-        "[web_fetch result omitted from context]"
-    ]
+    assert contents(microcompact(history, keep_recent=0)) == [compacted_placeholder("web_fetch")]
 
 
 def test_keep_recent_counts_only_compactable_results():
@@ -59,7 +59,8 @@ def test_keep_recent_counts_only_compactable_results():
         ai_calls(call("b", "write_file")),
         result("b", "w" * 900),
     ]
-    assert contents(microcompact(history, keep_recent=1)) == ["g" * 900, "w" * 900]
+    allow_list = microcompact(history, keep_recent=1, compactable_tools={"grep"})
+    assert contents(allow_list) == ["g" * 900, "w" * 900]
 
 
 def test_list_content_is_measured_by_text_only():
@@ -91,4 +92,20 @@ def test_negative_settings_are_rejected_by_name(setting, value):
 def test_runnable_form_binds_settings():
     runnable = microcompact(keep_recent=0)
     assert isinstance(runnable, Runnable)
-    assert "omitted" in contents(runnable.invoke(tool_loop(1)))[0]
+    assert contents(runnable.invoke(tool_loop(1)))[0] == compacted_placeholder("read_file")
+
+
+@pytest.mark.parametrize("tool", ["bash", "str_replace_editor", "execute_bash", "open"])
+def test_by_default_any_tool_of_a_real_agent_is_compactable(tool):
+    history = tool_loop(3, size=800, tool=tool)
+    compacted = contents(microcompact(history, keep_recent=1))
+    assert compacted[:2] == [compacted_placeholder(tool)] * 2
+    assert compacted[2] == contents(history)[2]
+
+
+def test_placeholder_template_names_the_tool_and_is_validated():
+    history = tool_loop(2, size=800, tool="bash")
+    custom = microcompact(history, keep_recent=1, placeholder="<{tool_name} output cleared>")
+    assert contents(custom)[0] == "<bash output cleared>"
+    with pytest.raises(ValueError, match="placeholder"):
+        microcompact(history, placeholder="{tool} cleared")

@@ -3,7 +3,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import Runnable
 
-from langchain_context_governance import snip_history
+from langchain_context_governance import cut_note, snip_history
 from tests.builders import ai_calls, call, result, tool_loop
 
 
@@ -33,7 +33,8 @@ def test_long_tool_loop_pins_the_user_request_and_keeps_whole_groups(mutation_gu
     history = mutation_guard.watch(tool_loop(40, size=800))
     snipped = snip_history(history, max_tokens=2_000)
     assert [m.type for m in snipped[:3]] == ["system", "human", "ai"]
-    assert snipped[1] is history[1]
+    omitted = len(history) - len(snipped)
+    assert snipped[1].content == f"{history[1].content}\n\n{cut_note(omitted)}"
     assert tokens(snipped) <= 2_000
     for index, message in enumerate(snipped):
         if isinstance(message, ToolMessage):
@@ -50,8 +51,26 @@ def test_cut_moves_forward_to_the_first_user_message_in_the_kept_part():
         ai_calls(call("b")),
         result("b", "small"),
     ]
+    snipped = snip_history(history, max_tokens=600, pin_task=False)
+    assert snipped[0].content == f"new request\n\n{cut_note(3)}"
+
+
+def test_the_task_stays_pinned_cut_to_a_quarter_of_the_budget_with_the_note():
+    history = [
+        HumanMessage("old request " + "o" * 2000),
+        ai_calls(call("a")),
+        result("a", "r" * 2000),
+        HumanMessage("new request"),
+        ai_calls(call("b")),
+        result("b", "small"),
+    ]
     snipped = snip_history(history, max_tokens=600)
-    assert snipped[0].content == "new request"
+    task = snipped[0].content
+    assert task.startswith("old request ooo") and "characters of this message were cut" in task
+    assert task.endswith(cut_note(2))
+    assert tokens([snipped[0]]) <= 600 // 4 + tokens([HumanMessage(cut_note(2))])
+    assert [m.content for m in snipped[1:]] == ["new request", "", "small"]
+    assert tokens(snipped) <= 600
 
 
 def test_over_budget_only_when_user_message_and_newest_group_cannot_fit():
@@ -62,7 +81,8 @@ def test_over_budget_only_when_user_message_and_newest_group_cannot_fit():
 
 def test_oversized_last_user_message_is_kept_alone():
     history = [HumanMessage("hi"), AIMessage("hello"), HumanMessage("q" * 4000)]
-    assert snip_history(history, max_tokens=50) == [history[-1]]
+    # Over budget already: no note on top of it.
+    assert snip_history(history, max_tokens=50, pin_task=False) == [history[-1]]
 
 
 def test_without_any_user_message_keeps_last_four_in_whole_groups():
@@ -105,8 +125,8 @@ def test_budget_must_be_positive(bad):
 
 def test_accepts_callable_counter_like_trim_messages():
     history = [HumanMessage("a" * 100), HumanMessage("b" * 100), HumanMessage("c")]
-    snipped = snip_history(history, max_tokens=1, token_counter=len)
-    assert snipped == [history[-1]]
+    snipped = snip_history(history, max_tokens=1, token_counter=len, pin_task=False)
+    assert [m.content for m in snipped] == [f"c\n\n{cut_note(2)}"]
 
 
 def test_runnable_form():

@@ -1,0 +1,18 @@
+"""Budget settings shared by the passes that fit a request to a token budget."""
+
+from __future__ import annotations
+
+# The task (the conversation's first user message) is pinned verbatim where it takes at
+# most this share of the budget, and cut to it where larger: enough for a long brief,
+# while three quarters stay for the work itself.
+TASK_SHARE_OF_BUDGET = 0.25
+
+
+def validate_max_tokens(max_tokens: int, *, setting: str = "max_tokens") -> None:
+    if max_tokens <= 0:
+        raise ValueError(f"{setting} must be > 0, got {max_tokens}")
+
+
+def task_pin_limit(max_tokens: int) -> int:
+    """Tokens the pinned task may take in a request of `max_tokens`."""
+    return max(int(max_tokens * TASK_SHARE_OF_BUDGET), 1)
