@@ -36,7 +36,9 @@ class ConversationState:
 
     `repairs` holds the repair decisions, group by group; `window` the replay of the
     cache-aware policy (None without a budget or with `compaction="keep_recent"`);
-    `over_budget_warned` whether the conversation's over-budget warning was logged.
+    `over_budget_warned` whether the conversation's over-budget warning was logged;
+    `summary` the summary model's text for the latest cut, by the cut's position (None
+    where the model failed: it is asked once per cut).
     A state serves one call at a time (`lock`); a call that finds it busy governs with a
     fresh state instead, which gives the same request.
     """
@@ -44,18 +46,29 @@ class ConversationState:
     repairs: RepairStream
     window: BatchedWindow | None
     over_budget_warned: bool = False
+    summary: tuple[int, str | None] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def forget(self) -> None:
         """Start over from the next call's history (after a failed call)."""
         self.repairs.start_over()
-        if self.window is not None:
-            self.window.reset()
+        self._forget_window()
 
     def restart_if_needed(self) -> None:
         """Forget the replay when the repairs had to start over (the history was edited)."""
-        if self.repairs.restarted and self.window is not None:
+        if self.repairs.restarted:
+            self._forget_window()
+
+    def summary_for(self, cut: int) -> str | None:
+        """The summary made for a cut at `cut`, if there is one."""
+        if self.summary is None or self.summary[0] != cut:
+            return None
+        return self.summary[1]
+
+    def _forget_window(self) -> None:
+        if self.window is not None:
             self.window.reset()
+        self.summary = None
 
 
 def thread_id_of(config: Mapping[str, Any] | None) -> str | None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
@@ -59,11 +60,21 @@ from langchain_context_governance.passes.repair_stream import RepairStream
 from langchain_context_governance.passes.snip import snip_history_with_count
 from langchain_context_governance.passes.truncate import fit_to_budget
 from langchain_context_governance.providers import PROVIDERS
+from langchain_context_governance.summary import (
+    DEFAULT_SUMMARY_PROMPT,
+    SummaryJob,
+    dropped_messages,
+    summary_request,
+    summary_text,
+)
 from langchain_context_governance.templates import rules_for_chat_template
 from langchain_context_governance.tokens import MessageTokenCounter, get_token_counter
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run
 
 logger = logging.getLogger(__name__)
+
+# The smallest summary worth asking for, in tokens (a tenth of the budget otherwise).
+_MIN_SUMMARY_TOKENS = 64
 
 GovernorInput = Sequence[MessageLikeRepresentation] | PromptValue
 
@@ -145,6 +156,19 @@ def _validate_settings(governor: ContextGovernor) -> None:
         high_watermark=governor.high_watermark, low_watermark=governor.low_watermark
     )
     validate_microcompact_settings(keep_recent=governor.keep_recent, min_chars=governor.min_chars)
+    if governor.summary_model is not None:
+        if not isinstance(governor.summary_model, Runnable):
+            raise ValueError(
+                "summary_model must be a chat model (a Runnable), got "
+                f"{type(governor.summary_model).__name__}"
+            )
+        if governor.context_window_tokens is None or governor.compaction != "cache_aware":
+            raise ValueError(
+                "summary_model summarizes what a cut drops: it needs context_window_tokens "
+                "and compaction='cache_aware'"
+            )
+    if not governor.summary_prompt.strip():
+        raise ValueError("summary_prompt must not be empty")
     if governor.max_conversations < 1:
         raise ValueError(f"max_conversations must be >= 1, got {governor.max_conversations}")
     if governor.on_over_budget not in ("truncate", "warn", "raise"):
@@ -222,6 +246,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     high_watermark: float = DEFAULT_HIGH_WATERMARK
     low_watermark: float = DEFAULT_LOW_WATERMARK
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS
+    summary_model: Any = None
+    summary_prompt: str = DEFAULT_SUMMARY_PROMPT
     name: str | None = "ContextGovernor"
 
     _counter: MessageTokenCounter = PrivateAttr()
@@ -344,26 +370,70 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         """Govern `messages`; return the governed copy and a report of what changed.
 
         `thread_id` names the conversation (LangGraph's thread); without it the
-        conversation is recognised by its history.
+        conversation is recognised by its history. Where a cut needs a summary, the
+        `summary_model` is called here, once for that cut.
         """
         original = _to_message_list(messages)
-        state = self._conversations.state_for(thread_id, original)
+        with self._conversation(thread_id, original) as state:
+            result, job, previous = self._govern_with(state, original)
+            if job is None:
+                return result
+            self._keep_summary(state, job, self._summarize(job))
+            return self._govern_with(state, original, previous_request=previous)[0]
+
+    async def agovern(
+        self, messages: GovernorInput, *, thread_id: str | None = None
+    ) -> GovernanceResult:
+        """`govern` for async callers: the summary model, where a cut needs it, is awaited."""
+        if self.summary_model is None:
+            # Nothing to await: governance is computation on a copy.
+            return self.govern(messages, thread_id=thread_id)
+        original = _to_message_list(messages)
+        with self._conversation(thread_id, original) as state:
+            result, job, previous = self._govern_with(state, original)
+            if job is None:
+                return result
+            self._keep_summary(state, job, await self._asummarize(job))
+            return self._govern_with(state, original, previous_request=previous)[0]
+
+    @contextmanager
+    def _conversation(
+        self, thread_id: str | None, messages: list[BaseMessage]
+    ) -> Iterator[ConversationState]:
+        """The conversation's state, held by this call; a fresh one where another holds it.
+
+        Rather than wait for the other call, govern from a fresh state, which gives the
+        same request: governance never blocks a thread or an event loop on a lock.
+        """
+        state = self._conversations.state_for(thread_id, messages)
         if not state.lock.acquire(blocking=False):
-            # Another call is governing this conversation: rather than wait, govern from
-            # a fresh state, which gives the same request.
-            return self._govern_with(self._new_conversation(), original)
+            yield self._new_conversation()
+            return
         try:
-            return self._govern_with(state, original)
+            yield state
         finally:
             state.lock.release()
 
     def _govern_with(
-        self, state: ConversationState, original: list[BaseMessage]
-    ) -> GovernanceResult:
+        self,
+        state: ConversationState,
+        original: list[BaseMessage],
+        *,
+        previous_request: list[int] | None = None,
+    ) -> tuple[GovernanceResult, SummaryJob | None, list[int] | None]:
+        """One run of the pipeline; the summary the cut needs, if any, is not made here.
+
+        Returns the result, the summary job, and the previous request's fingerprints, so
+        that a second run (with the summary) reports the prefix against the same request.
+        """
         plan: WindowPlan | None = None
+        job: SummaryJob | None = None
         fell_back = False
+        previous = state.window.previous_request if state.window is not None else None
+        if previous_request is not None and state.window is not None:
+            state.window.previous_request = previous_request
         try:
-            governed, changes, plan = self._run_pipeline(state, original)
+            governed, changes, plan, job = self._run_pipeline(state, original)
             raw_tokens: int | None = state.repairs.raw_tokens
         except Exception:
             logger.exception("context governance failed; sending the minimal repair instead")
@@ -383,18 +453,58 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             **self._measure(original, raw_tokens, governed, plan),
         )
         logger.debug("context governance report: %s", report)
-        if not report.within_budget:
+        if job is None and not report.within_budget:
             assert report.budget is not None
             if self.on_over_budget == "raise":
                 raise ContextBudgetExceeded(budget=report.budget, tokens=report.tokens_after)
             if not state.over_budget_warned:
                 state.over_budget_warned = True
                 _warn_over_budget(report)
-        return GovernanceResult(messages=list(governed), report=report)
+        return GovernanceResult(messages=list(governed), report=report), job, previous
+
+    def _summary_job(
+        self, state: ConversationState, history: Sequence[BaseMessage], plan: WindowPlan
+    ) -> SummaryJob | None:
+        """What the summary of this call's cut is made of, where one is wanted and missing."""
+        if self.summary_model is None or plan.cut == 0 or plan.omitted == 0:
+            return None
+        earlier_cut, earlier = state.summary if state.summary is not None else (0, None)
+        if earlier_cut == plan.cut:
+            return None
+        start = earlier_cut if earlier_cut < plan.cut else 0
+        assert self._budget is not None
+        return SummaryJob(
+            cut=plan.cut,
+            dropped=dropped_messages(history, start, plan.cut),
+            earlier=earlier if start else None,
+            max_tokens=max(_MIN_SUMMARY_TOKENS, self._budget // 10),
+        )
+
+    def _summarize(self, job: SummaryJob) -> str | None:
+        try:
+            reply = self.summary_model.invoke(summary_request(job, prompt=self.summary_prompt))
+        except Exception:
+            logger.exception("the summary model failed; the cut keeps its note without one")
+            return None
+        return _summary_of(reply, job)
+
+    async def _asummarize(self, job: SummaryJob) -> str | None:
+        request = summary_request(job, prompt=self.summary_prompt)
+        try:
+            reply = await self.summary_model.ainvoke(request)
+        except Exception:
+            logger.exception("the summary model failed; the cut keeps its note without one")
+            return None
+        return _summary_of(reply, job)
+
+    @staticmethod
+    def _keep_summary(state: ConversationState, job: SummaryJob, text: str | None) -> None:
+        # Kept also when the model failed (None): one model call per cut, never one per call.
+        state.summary = (job.cut, text)
 
     def _run_pipeline(
         self, state: ConversationState, messages: list[BaseMessage]
-    ) -> tuple[list[BaseMessage], dict[str, int], WindowPlan | None]:
+    ) -> tuple[list[BaseMessage], dict[str, int], WindowPlan | None, SummaryJob | None]:
         """The passes in their order, on the conversation's state.
 
         1. Repair the history: pairs and alternation, each group decided once (what the
@@ -410,8 +520,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         state.restart_if_needed()
         changes = dict(state.repairs.last_changes)
         plan: WindowPlan | None = None
+        job: SummaryJob | None = None
         if state.window is not None:
-            plan = state.window.plan(history, final=history.final)
+            plan = state.window.plan(history, final=history.final, summary_for=state.summary_for)
+            job = self._summary_job(state, history, plan)
             request = plan.messages
             changes["microcompact"] = plan.compacted
             changes["snip_history"] = plan.removed
@@ -427,7 +539,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             # Only blank messages were left; a request needs something to answer.
             request = [HumanMessage(SYNTHETIC_USER_CONTENT)]
             changes["apply_provider_rules"] = changes.get("apply_provider_rules", 0) + 1
-        return request, changes, plan
+        return request, changes, plan, job
 
     def _repair_group(
         self, group: list[BaseMessage], declared_before: Callable[[str], bool]
@@ -590,6 +702,11 @@ _PAIR_REPAIRS: list[tuple[str, PassFunction]] = [
     ("drop_orphan_tool_results", drop_orphan_tool_results_with_count),
     ("backfill_missing_tool_results", backfill_missing_tool_results_with_count),
 ]
+
+
+def _summary_of(reply: Any, job: SummaryJob) -> str | None:
+    message = reply if isinstance(reply, BaseMessage) else AIMessage(str(reply))
+    return summary_text(message, max_tokens=job.max_tokens)
 
 
 def _warn_over_budget(report: GovernanceReport) -> None:

@@ -79,8 +79,7 @@ async def agovern_in_run(
         run_id=config.pop("run_id", None),
     )
     try:
-        # Governance is computation on a copy; no lock is held while another call waits.
-        result = governor.govern(messages, thread_id=thread_id_of(config))
+        result = await governor.agovern(messages, thread_id=thread_id_of(config))
     except BaseException as error:
         await run_manager.on_chain_error(error)
         raise

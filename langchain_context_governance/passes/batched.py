@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -208,16 +208,16 @@ class BatchedWindow:
         history: Sequence[BaseMessage],
         *,
         final: int | None = None,
-        summary: str | None = None,
+        summary_for: Callable[[int], str | None] | None = None,
     ) -> WindowPlan:
         """The request for a model call on `history` (the full, repaired history).
 
         The first `final` messages (all by default) must be those of every later call;
         the history read so far must be a prefix of them (else call `reset()` first).
         Where the request leaves earlier messages out, a note at the cut says how many;
-        `summary` (a summary of them, made once per cut by the caller) goes into that
-        note. The budget reserves room for the plain note only: a caller that passes a
-        summary must fit it (the governor's last-resort truncation does).
+        `summary_for(cut)` (a summary of them, made once per cut by the caller, or None)
+        goes into that note. The budget reserves room for the plain note only: a note
+        with a summary that would take the request over the high watermark is left out.
         """
         final = len(history) if final is None else final
         for index in range(self._known, final):
@@ -228,9 +228,19 @@ class BatchedWindow:
         for index in range(final, len(history)):
             self._add(history, index, window)
         self._step(history, window, end=len(history))
+        summary = summary_for(window.cut) if summary_for is not None and window.cut else None
         plan = self._build(history, window, summary=summary)
         self._replay.forget_from(final, tool_names)
         return plan
+
+    @property
+    def previous_request(self) -> list[int] | None:
+        """Fingerprints of the previous request, for the prefix report (None before one)."""
+        return self._last_request
+
+    @previous_request.setter
+    def previous_request(self, prints: list[int] | None) -> None:
+        self._last_request = prints
 
     def _add(self, history: Sequence[BaseMessage], index: int, window: _Window) -> None:
         message = history[index]
@@ -471,24 +481,28 @@ class BatchedWindow:
     ) -> tuple[list[BaseMessage], list[int], list[int]]:
         """The request with the note at the cut, where it fits under the high watermark.
 
-        The decisions reserve a whole message for the note; the request counts what it
-        really costs where it is appended to a user message. A note that would take the
-        request over the high watermark (a tiny budget) is left out.
+        The decisions reserve a whole message for the plain note; the request counts
+        what it really costs where it is appended to a user message. A note with a
+        summary that does not fit gives way to the plain note, and a plain note that
+        would take the request over the high watermark (a tiny budget) is left out.
         """
+        notes = [cut_note(omitted, summary)] if summary else []
+        notes.append(cut_note(omitted))
         position = cut_note_position(output)
-        noted = attach_cut_note(output, cut_note(omitted, summary))
-        noted_costs = list(costs)
-        noted_prints = list(prints)
-        carrier = noted[position]
-        if len(noted) > len(output):
-            noted_costs.insert(position, self._counter.count_message(carrier))
-            noted_prints.insert(position, message_fingerprint(carrier))
-        else:
-            noted_costs[position] = self._counter.count_message(carrier)
-            noted_prints[position] = message_fingerprint(carrier)
-        if self._fixed + sum(noted_costs) > self._high:
-            return output, costs, prints
-        return noted, noted_costs, noted_prints
+        for note in notes:
+            noted = attach_cut_note(output, note)
+            noted_costs = list(costs)
+            noted_prints = list(prints)
+            carrier = noted[position]
+            if len(noted) > len(output):
+                noted_costs.insert(position, self._counter.count_message(carrier))
+                noted_prints.insert(position, message_fingerprint(carrier))
+            else:
+                noted_costs[position] = self._counter.count_message(carrier)
+                noted_prints[position] = message_fingerprint(carrier)
+            if self._fixed + sum(noted_costs) <= self._high:
+                return noted, noted_costs, noted_prints
+        return output, costs, prints
 
 
 def _leading_equal(previous: list[int], current: list[int]) -> int:

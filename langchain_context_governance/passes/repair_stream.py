@@ -179,6 +179,7 @@ class RepairStream:
         if self.restarted:
             self.start_over()
         pending = self._read_groups(messages)
+        self._drop_trailing_assistants(pending, self._last_final(messages))
         history = RepairedHistory(messages, self._sources, self._made, pending.messages)
         history_changes = dict(self.changes)
         for name, count in pending.changes.items():
@@ -189,6 +190,28 @@ class RepairStream:
             counter(messages[index]) for index in range(self._read, len(messages))
         )
         return history
+
+    def _drop_trailing_assistants(self, pending: _Pending, last_final: BaseMessage | None) -> None:
+        """No request ends on an assistant turn: this call's history leaves them out, with
+        the user turns made to separate them.
+
+        They stay in the history: the next user message follows them. Where nothing but
+        system messages would be left, the request-level repair decides instead.
+        """
+        end = len(pending.messages)
+        while end > 0 and (
+            isinstance(pending.messages[end - 1], AIMessage)
+            or _separates(pending, end - 1, last_final)
+        ):
+            end -= 1
+        dropped = len(pending.messages) - end
+        if not dropped:
+            return
+        kept = pending.messages[:end]
+        if not self._opened and all(isinstance(message, SystemMessage) for message in kept):
+            return
+        pending.messages, pending.sources = kept, pending.sources[:end]
+        pending.add_changes({ALTERNATION_PASS_NAME: dropped})
 
     def continued_by(self, messages: Sequence[BaseMessage]) -> bool:
         """Whether `messages` starts with what this stream read (and it read anything)."""
@@ -226,6 +249,7 @@ class RepairStream:
 
         for start, stop in _groups(messages, self._read):
             repaired, changes = self._repair_group(list(messages[start:stop]), declared_before)
+            declared_in_pending.update(_declared_ids(repaired))
             if not repaired:
                 pending.add_changes(changes)
                 continue
@@ -253,7 +277,6 @@ class RepairStream:
                     pending.add_changes({BRIDGE_PASS_NAME: len(between)})
             if not isinstance(head, SystemMessage):
                 opened = True
-            declared_in_pending.update(_declared_ids(repaired))
             pending.messages.extend(repaired)
             pending.sources.extend(sources)
             pending.add_changes(changes)
@@ -299,6 +322,18 @@ def _groups(messages: Sequence[BaseMessage], start: int) -> Iterator[tuple[int, 
             stop += 1
         yield start, stop
         start = stop
+
+
+def _separates(pending: _Pending, index: int, last_final: BaseMessage | None) -> bool:
+    """Whether the pending message at `index` is the user turn made between two responses."""
+    message = pending.messages[index]
+    before = pending.messages[index - 1] if index > 0 else last_final
+    return (
+        pending.sources[index] == _MADE
+        and isinstance(message, HumanMessage)
+        and message.content == SYNTHETIC_USER_CONTENT
+        and isinstance(before, AIMessage)
+    )
 
 
 def _declared_ids(messages: list[BaseMessage]) -> Iterator[str]:

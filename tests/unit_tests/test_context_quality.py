@@ -157,7 +157,9 @@ def test_a_summary_goes_into_the_note_at_the_cut():
     from langchain_context_governance.tokens import get_token_counter
 
     window = BatchedWindow(max_tokens=3_000, counter=get_token_counter("approximate"))
-    plan = window.plan(tool_loop(80, size=600, tool="bash"), summary="Read f0-f60; no bug yet.")
+    plan = window.plan(
+        tool_loop(80, size=600, tool="bash"), summary_for=lambda cut: "Read f0-f60; no bug yet."
+    )
     assert plan.omitted > 0 and plan.task_pinned
     assert plan.messages[1].content.endswith("Read f0-f60; no bug yet.")
     assert cut_note(plan.omitted, "Read f0-f60; no bug yet.") in plan.messages[1].content

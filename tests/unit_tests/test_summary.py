@@ -1,0 +1,127 @@
+"""summary_model: one model call per cut, the summary in the note, failures fall back."""
+
+import logging
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage
+
+from langchain_context_governance import ContextGovernor, validate_messages
+from langchain_context_governance.summary import DEFAULT_SUMMARY_PROMPT
+from langchain_context_governance.testing import ScriptedChatModel
+from tests.builders import ai_calls, call, result, tool_loop
+
+
+def summarizer(*, fail: bool = False) -> ScriptedChatModel:
+    """Answers every summary request; counts them in `requests`."""
+
+    def reply(request: list[BaseMessage]) -> AIMessage:
+        if fail:
+            raise RuntimeError("summary service down")
+        return AIMessage(f"SUMMARY-{len(request[-1].text)}")
+
+    return ScriptedChatModel(reply)
+
+
+def governor(model: Any, **settings: Any) -> ContextGovernor:
+    # Nothing is compactable, so the window has to cut.
+    return ContextGovernor(
+        context_window_tokens=6_000,
+        max_output_tokens=500,
+        exclude_tools={"read_file"},
+        summary_model=model,
+        **settings,
+    )
+
+
+def grow(history: list[BaseMessage], n: int) -> list[BaseMessage]:
+    return [*history, ai_calls(call(f"g{n}")), result(f"g{n}", "z" * 900)]
+
+
+def run(shared: ContextGovernor, steps: int) -> list[tuple[list[BaseMessage], Any]]:
+    history = tool_loop(2)
+    calls = []
+    for n in range(steps):
+        history = grow(history, n)
+        outcome = shared.govern(history, thread_id="t")
+        calls.append((outcome.messages, outcome.report))
+    return calls
+
+
+def test_one_summary_per_cut_kept_in_every_request_until_the_next_cut() -> None:
+    model = summarizer()
+    calls = run(governor(model), 60)
+    with_summary = [request for request, _ in calls if "SUMMARY-" in str(request[1].content)]
+    assert with_summary, "no cut happened"
+    assert 0 < len(model.requests) < len(with_summary)
+    for request in model.requests:
+        assert request[0].content.startswith(DEFAULT_SUMMARY_PROMPT)
+    for request, report in calls:
+        assert validate_messages(request) == []
+        assert report.within_budget
+
+
+def test_the_summary_of_a_later_cut_includes_the_earlier_one() -> None:
+    model = summarizer()
+    run(governor(model), 120)
+    assert len(model.requests) >= 2
+    assert "SUMMARY-" in model.requests[-1][-1].text
+
+
+def test_a_failing_summary_model_leaves_the_plain_note_and_is_not_asked_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = summarizer(fail=True)
+    shared = governor(model)
+    with caplog.at_level(logging.ERROR):
+        calls = run(shared, 60)
+    notes = [r for r, _ in calls if "omitted here to fit the context window" in str(r[1].content)]
+    assert notes and not any("SUMMARY-" in str(r[1].content) for r, _ in calls)
+    assert any("summary model failed" in record.getMessage() for record in caplog.records)
+    # one call per cut, not one per request
+    assert len(model.requests) < len(notes)
+
+
+def test_a_restarted_governor_asks_again_once_and_reports_the_same_shape() -> None:
+    model = summarizer()
+    history = tool_loop(2)
+    for n in range(60):
+        history = grow(history, n)
+    fresh = governor(model)
+    first = fresh.govern(history, thread_id="t").messages
+    asked = len(model.requests)
+    assert asked == 1
+    assert fresh.govern(history, thread_id="t").messages == first
+    assert len(model.requests) == asked
+
+
+async def test_async_governance_awaits_the_summary_model() -> None:
+    model = summarizer()
+    shared = governor(model)
+    history = tool_loop(2)
+    for n in range(60):
+        history = grow(history, n)
+    config = {"configurable": {"thread_id": "t"}}
+    request = await shared.ainvoke(history, config)
+    assert "SUMMARY-" in str(request[1].content)
+    assert len(model.requests) == 1
+
+
+def test_bad_summary_settings_are_named() -> None:
+    with pytest.raises(ValueError, match="summary_model"):
+        ContextGovernor(context_window_tokens=6_000, summary_model="gpt-4o")
+    with pytest.raises(ValueError, match="summary_model"):
+        ContextGovernor(summary_model=summarizer())
+    with pytest.raises(ValueError, match="summary_prompt"):
+        ContextGovernor(context_window_tokens=6_000, summary_prompt=" ")
+
+
+def test_without_a_summary_model_nothing_is_asked() -> None:
+    calls = run(
+        ContextGovernor(
+            context_window_tokens=6_000, max_output_tokens=500, exclude_tools={"read_file"}
+        ),
+        60,
+    )
+    assert any("omitted here" in str(r[1].content) for r, _ in calls)
+    assert not any("Summary of" in str(r[1].content) for r, _ in calls)
