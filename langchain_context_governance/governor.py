@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -534,7 +535,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             request, changes = _run_steps(history.to_list(), steps, changes)
         request, changes = _run_steps(request, self._request_repairs(), changes)
         if self._budget is not None and self.on_over_budget != "warn":
-            request, changes = _run_steps(request, [("truncate", self._fit_to_budget)], changes)
+            # The window measured its request; a request the repairs left alone is not
+            # counted again.
+            measured = plan.tokens_after if plan is not None and request is plan.messages else None
+            fit = functools.partial(self._fit_to_budget, measured=measured)
+            request, changes = _run_steps(request, [("truncate", fit)], changes)
         if not request and any(not isinstance(m, ToolMessage) for m in messages):
             # Only blank messages were left; a request needs something to answer.
             request = [HumanMessage(SYNTHETIC_USER_CONTENT)]
@@ -608,7 +613,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return figures
 
     def _fit_to_budget(
-        self, messages: list[BaseMessage]
+        self, messages: list[BaseMessage], *, measured: int | None = None
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
         """The last resort where the request is still too large: see passes/truncate.py.
 
@@ -621,7 +626,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         targets = [self._budget]
         if self.compaction == "cache_aware":
             targets.insert(0, max(int(self._budget * self.high_watermark), 1))
-        if self.count_tokens(messages) <= targets[0]:
+        tokens = self.count_tokens(messages) if measured is None else measured
+        if tokens <= targets[0]:
             return messages, {"truncate": 0}
         fit = None
         for target in targets:

@@ -39,6 +39,7 @@ from langchain_context_governance._messages import (
 )
 from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
+from langchain_context_governance.passes.alternation import merge_turns
 from langchain_context_governance.passes.cut_note import (
     attach_cut_note,
     cut_note,
@@ -450,6 +451,8 @@ class BatchedWindow:
                 output.append(history[index])
                 costs.append(replay.tokens[index])
                 prints.append(replay.prints[index])
+        if window.cut > 0:
+            self._merge_pinned_user_turns(output, costs, prints)
         omitted = self._omitted(window)
         if omitted > 0:
             output, costs, prints = self._with_cut_note(output, costs, prints, omitted, summary)
@@ -470,6 +473,24 @@ class BatchedWindow:
             plan.unchanged_prefix_tokens = max(tokens_after - sum(costs[unchanged:]), 0)
         self._last_request = prints
         return plan
+
+    def _merge_pinned_user_turns(
+        self, output: list[BaseMessage], costs: list[int], prints: list[int]
+    ) -> None:
+        """Merge the user turns that meet at the front after a cut (the task, the latest user
+        message, the kept part's first), as role alternation would on every call: merged
+        here, once per cut, the request needs no repair and keeps its prefix."""
+        position = cut_note_position(output)
+        while (
+            position + 1 < len(output)
+            and isinstance(output[position], HumanMessage)
+            and isinstance(output[position + 1], HumanMessage)
+        ):
+            merged = merge_turns(output[position], output.pop(position + 1))
+            output[position] = merged
+            del costs[position + 1], prints[position + 1]
+            costs[position] = self._counter.count_message(merged)
+            prints[position] = message_fingerprint(merged)
 
     def _with_cut_note(
         self,
