@@ -180,7 +180,8 @@ def governor_policies(budget: int, *, token_counter: str = "approximate") -> lis
 
         return NamedPolicy(f"ContextGovernor({label})", make)
 
-    policies = [policy(token_counter)]
+    # "tiktoken:cl100k_base" is reported as "tiktoken": the encoding trim_messages uses.
+    policies = [policy("tiktoken" if token_counter.startswith("tiktoken") else token_counter)]
     for mode in _compaction_modes(ContextGovernor):
         policies.append(policy(f"{token_counter}, compaction={mode!r}", compaction=mode))
     return policies

@@ -451,11 +451,11 @@ class BatchedWindow:
                 output.append(history[index])
                 costs.append(replay.tokens[index])
                 prints.append(replay.prints[index])
-        if window.cut > 0:
-            self._merge_pinned_user_turns(output, costs, prints)
         omitted = self._omitted(window)
         if omitted > 0:
             output, costs, prints = self._with_cut_note(output, costs, prints, omitted, summary)
+        if window.cut > 0:
+            self._merge_pinned_user_turns(output, costs, prints)
         tokens_after = self._fixed + sum(costs)
         plan = WindowPlan(
             messages=output,

@@ -126,6 +126,8 @@ class _Pending:
     messages: list[BaseMessage] = field(default_factory=list)
     sources: list[int] = field(default_factory=list)
     changes: dict[str, int] = field(default_factory=dict)
+    # Positions of the user turns made to separate two responses.
+    separators: set[int] = field(default_factory=set)
 
     def add_changes(self, changes: Mapping[str, int]) -> None:
         for name, count in changes.items():
@@ -179,7 +181,7 @@ class RepairStream:
         if self.restarted:
             self.start_over()
         pending = self._read_groups(messages)
-        self._drop_trailing_assistants(pending, self._last_final(messages))
+        self._drop_trailing_assistants(pending)
         history = RepairedHistory(messages, self._sources, self._made, pending.messages)
         history_changes = dict(self.changes)
         for name, count in pending.changes.items():
@@ -191,7 +193,7 @@ class RepairStream:
         )
         return history
 
-    def _drop_trailing_assistants(self, pending: _Pending, last_final: BaseMessage | None) -> None:
+    def _drop_trailing_assistants(self, pending: _Pending) -> None:
         """No request ends on an assistant turn: this call's history leaves them out, with
         the user turns made to separate them.
 
@@ -200,8 +202,7 @@ class RepairStream:
         """
         end = len(pending.messages)
         while end > 0 and (
-            isinstance(pending.messages[end - 1], AIMessage)
-            or _separates(pending, end - 1, last_final)
+            isinstance(pending.messages[end - 1], AIMessage) or _separates(pending, end - 1)
         ):
             end -= 1
         dropped = len(pending.messages) - end
@@ -267,6 +268,8 @@ class RepairStream:
                 if isinstance(head, AIMessage) and (isinstance(last, AIMessage) or not opened):
                     # Two responses that cannot merge (signed thinking) get a user turn
                     # between them, as does an assistant turn that opens the conversation.
+                    if isinstance(last, AIMessage):
+                        pending.separators.add(0)
                     repaired = [_synthetic_user_before(head, start), *repaired]
                     sources = [_MADE, *sources]
                     pending.add_changes({ALTERNATION_PASS_NAME: 1})
@@ -324,16 +327,9 @@ def _groups(messages: Sequence[BaseMessage], start: int) -> Iterator[tuple[int, 
         start = stop
 
 
-def _separates(pending: _Pending, index: int, last_final: BaseMessage | None) -> bool:
+def _separates(pending: _Pending, index: int) -> bool:
     """Whether the pending message at `index` is the user turn made between two responses."""
-    message = pending.messages[index]
-    before = pending.messages[index - 1] if index > 0 else last_final
-    return (
-        pending.sources[index] == _MADE
-        and isinstance(message, HumanMessage)
-        and message.content == SYNTHETIC_USER_CONTENT
-        and isinstance(before, AIMessage)
-    )
+    return index in pending.separators
 
 
 def _declared_ids(messages: list[BaseMessage]) -> Iterator[str]:
