@@ -35,17 +35,11 @@ CACHED_TOKEN_PRICE = 0.1
 UNCACHED_TOKEN_PRICE = 1.0
 
 
-@dataclass(frozen=True)
-class LoopResult:
-    """Per-request series and totals of one policy over one simulated loop."""
+class PromptCacheTotals:
+    """Totals of a run's requests from its `sent_tokens` and `cached_tokens` series."""
 
-    policy: str
-    budget: int
     sent_tokens: list[int]
     cached_tokens: list[int]
-    problems: list[str | None]
-    prefix_breaks: list[bool]
-    seconds: float
 
     @property
     def total_sent(self) -> int:
@@ -63,6 +57,19 @@ class LoopResult:
     def priced_cost(self) -> float:
         uncached = self.total_sent - self.total_cached
         return CACHED_TOKEN_PRICE * self.total_cached + UNCACHED_TOKEN_PRICE * uncached
+
+
+@dataclass(frozen=True)
+class LoopResult(PromptCacheTotals):
+    """Per-request series and totals of one policy over one simulated loop."""
+
+    policy: str
+    budget: int
+    sent_tokens: list[int]
+    cached_tokens: list[int]
+    problems: list[str | None]
+    prefix_breaks: list[bool]
+    seconds: float
 
     @property
     def max_request(self) -> int:

@@ -30,6 +30,7 @@ from benchmarks.loop import (
     CACHED_TOKEN_PRICE,
     UNCACHED_TOKEN_PRICE,
     MessageTokenMemo,
+    PromptCacheTotals,
     common_prefix_length,
     sent_form,
 )
@@ -62,7 +63,7 @@ class Trajectory:
 
 
 @dataclass
-class TrajectoryResult:
+class TrajectoryResult(PromptCacheTotals):
     """One policy on one trajectory: per-call series and counts."""
 
     policy: str
@@ -94,23 +95,6 @@ class TrajectoryResult:
     def unfittable(self) -> int:
         """Calls where the system messages and the task (cut to its quarter) exceed the budget."""
         return sum(not fits for fits in self.fittable)
-
-    @property
-    def total_sent(self) -> int:
-        return sum(self.sent_tokens)
-
-    @property
-    def total_cached(self) -> int:
-        return sum(self.cached_tokens)
-
-    @property
-    def hit_ratio(self) -> float:
-        return self.total_cached / self.total_sent if self.total_sent else 0.0
-
-    @property
-    def priced_cost(self) -> float:
-        uncached = self.total_sent - self.total_cached
-        return CACHED_TOKEN_PRICE * self.total_cached + UNCACHED_TOKEN_PRICE * uncached
 
 
 def combine(results: Sequence[TrajectoryResult]) -> TrajectoryResult:
