@@ -133,6 +133,26 @@ def _bucket(length: int) -> int | None:
     return next((b for b in LENGTH_BUCKETS if abs(length - b) <= BUCKET_HALF_WIDTH), None)
 
 
+def _play_rounds(
+    govern: Govern,
+    count: int,
+    *,
+    iterations: int,
+    seed: int,
+    rounds: int,
+    record: Callable[[int, float, Any, bool], None],
+) -> None:
+    for round_number in range(rounds):
+        _play(
+            govern,
+            count,
+            iterations=iterations,
+            seed=seed,
+            round_number=round_number,
+            record=record,
+        )
+
+
 def _play(
     govern: Govern,
     count: int,
@@ -180,15 +200,7 @@ def run_conversations(
     pauses = GcPauses()
     gc.collect()
     with pauses.recording():
-        for round_number in range(rounds):
-            _play(
-                govern,
-                count,
-                iterations=iterations,
-                seed=seed,
-                round_number=round_number,
-                record=record,
-            )
+        _play_rounds(govern, count, iterations=iterations, seed=seed, rounds=rounds, record=record)
     result.gc_pause_max = pauses.longest
     result.full_collections = pauses.full
     if measure_memory:
@@ -207,15 +219,9 @@ def retained_bytes(count: int, *, iterations: int, seed: int, rounds: int) -> in
         before = tracemalloc.get_traced_memory()[0]
         governor = make_governor()
         govern = govern_by_thread(governor)
-        for round_number in range(rounds):
-            _play(
-                govern,
-                count,
-                iterations=iterations,
-                seed=seed,
-                round_number=round_number,
-                record=lambda *_: None,
-            )
+        _play_rounds(
+            govern, count, iterations=iterations, seed=seed, rounds=rounds, record=lambda *_: None
+        )
         gc.collect()
         retained = tracemalloc.get_traced_memory()[0] - before
         del governor, govern

@@ -365,45 +365,53 @@ def _check_tool_use_blocks_declared(request: list[BaseMessage]) -> list[Violatio
     ]
 
 
-def _check_no_invalid_tool_calls(request: list[BaseMessage]) -> list[Violation]:
-    return [
-        Violation(
-            index,
-            "invalid-tool-call",
-            f"Message {index} has invalid tool calls; this client drops them, so their "
-            "results lose their call (and an assistant message left without parts is sent "
-            "as an empty text part).",
-        )
-        for index, message in enumerate(request)
-        if isinstance(message, AIMessage) and message.invalid_tool_calls
-    ]
+def _per_assistant(
+    code: str, broken: Callable[[AIMessage], bool], text: Callable[[int, AIMessage], str]
+) -> Check:
+    """A check that reports each assistant message `broken` says breaks the rule."""
+
+    def check(request: list[BaseMessage]) -> list[Violation]:
+        return [
+            Violation(index, code, text(index, message))
+            for index, message in enumerate(request)
+            if isinstance(message, AIMessage) and broken(message)
+        ]
+
+    return check
 
 
-def _check_sendable_invalid_calls(request: list[BaseMessage]) -> list[Violation]:
-    return [
-        Violation(
-            index,
-            "unsendable-invalid-tool-call",
-            f"Message {index} has an invalid tool call without an id or a name, or with the "
-            "id of another call; this client leaves it out, so a result for it is an orphan.",
-        )
-        for index, message in enumerate(request)
-        if isinstance(message, AIMessage) and repairs.unsendable_invalid_calls(message)
-    ]
+_check_no_invalid_tool_calls = _per_assistant(
+    "invalid-tool-call",
+    lambda message: bool(message.invalid_tool_calls),
+    lambda index, _: (
+        f"Message {index} has invalid tool calls; this client drops them, so their "
+        "results lose their call (and an assistant message left without parts is sent "
+        "as an empty text part)."
+    ),
+)
+
+_check_sendable_invalid_calls = _per_assistant(
+    "unsendable-invalid-tool-call",
+    lambda message: bool(repairs.unsendable_invalid_calls(message)),
+    lambda index, _: (
+        f"Message {index} has an invalid tool call without an id or a name, or with the "
+        "id of another call; this client leaves it out, so a result for it is an orphan."
+    ),
+)
 
 
-def _check_one_call_per_message(request: list[BaseMessage]) -> list[Violation]:
-    return [
-        Violation(
-            index,
-            "parallel-tool-calls",
-            f"Assistant message {index} has {count} tool calls; this model takes one tool "
-            "call per assistant message.",
-        )
-        for index, message in enumerate(request)
-        if isinstance(message, AIMessage)
-        and (count := len(message.tool_calls) + len(message.invalid_tool_calls)) > 1
-    ]
+def _call_count(message: AIMessage) -> int:
+    return len(message.tool_calls) + len(message.invalid_tool_calls)
+
+
+_check_one_call_per_message = _per_assistant(
+    "parallel-tool-calls",
+    lambda message: _call_count(message) > 1,
+    lambda index, message: (
+        f"Assistant message {index} has {_call_count(message)} tool calls; this model takes "
+        "one tool call per assistant message."
+    ),
+)
 
 
 def _is_blank(content: str | list[str | dict[str, object]]) -> bool:

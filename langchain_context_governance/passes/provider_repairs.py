@@ -436,16 +436,27 @@ def separate_consecutive_assistants(
     carries `reasoning_content`; a user turn between them keeps both intact and the
     roles alternating.
     """
+    return _insert_between(
+        messages,
+        lambda previous, message: is_assistant(previous) and is_assistant(message),
+        lambda: HumanMessage(SYNTHETIC_USER_CONTENT),
+    )
+
+
+def _insert_between(
+    messages: list[BaseMessage],
+    needs_turn: Callable[[BaseMessage, BaseMessage], bool],
+    make_turn: Callable[[], BaseMessage],
+) -> tuple[list[BaseMessage], int]:
+    """`messages` with a made turn wherever `needs_turn(previous, message)`; the count."""
     output: list[BaseMessage] = []
     inserted = 0
     for message in messages:
-        if output and is_assistant(output[-1]) and is_assistant(message):
-            output.append(HumanMessage(SYNTHETIC_USER_CONTENT))
+        if output and needs_turn(output[-1], message):
+            output.append(make_turn())
             inserted += 1
         output.append(message)
-    if inserted == 0:
-        return messages, 0
-    return output, inserted
+    return (output, inserted) if inserted else (messages, 0)
 
 
 def _needs_new_ids(
@@ -715,14 +726,11 @@ def put_assistant_turn_after_tool_results(
     messages: list[BaseMessage],
 ) -> tuple[list[BaseMessage], int]:
     """Insert a short assistant turn where a user message directly follows tool results."""
-    output: list[BaseMessage] = []
-    inserted = 0
-    for message in messages:
-        if output and is_tool_result(output[-1]) and is_user(message):
-            output.append(AIMessage(SYNTHETIC_ASSISTANT_CONTENT))
-            inserted += 1
-        output.append(message)
-    return (output, inserted) if inserted else (messages, 0)
+    return _insert_between(
+        messages,
+        lambda previous, message: is_tool_result(previous) and is_user(message),
+        lambda: AIMessage(SYNTHETIC_ASSISTANT_CONTENT),
+    )
 
 
 def _call_as_text(name: str, arguments: Any, call_id: str) -> str:
