@@ -22,7 +22,7 @@ from pathlib import Path
 
 from langchain_core.messages import BaseMessage
 
-from langchain_context_governance.tokens import get_token_counter
+from langchain_context_governance.tokens.counter import get_token_counter
 from langchain_context_governance.transcripts import (
     TranscriptError,
     load_transcript,

@@ -37,7 +37,7 @@ MessageCounter = Callable[[Sequence[BaseMessage]], int]
 @cache
 def offline_encoding() -> Any:
     """cl100k_base from the file bundled with the package, so nothing is downloaded."""
-    from langchain_context_governance.encodings import get_encoding
+    from langchain_context_governance.tokens.encodings import get_encoding
 
     return get_encoding("cl100k_base")
 

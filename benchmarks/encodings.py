@@ -21,8 +21,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from langchain_context_governance.encodings import ENCODING_NAMES, get_encoding
-from langchain_context_governance.encodings import _load as load_bundled
+from langchain_context_governance.tokens.encodings import ENCODING_NAMES, get_encoding
+from langchain_context_governance.tokens.encodings import _load as load_bundled
 from langchain_context_governance.transcripts import load_transcript, sample_transcript_path
 
 

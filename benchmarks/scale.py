@@ -57,7 +57,7 @@ from benchmarks.concurrency import govern_by_thread
 from benchmarks.postgres import throwaway_cluster
 from benchmarks.report import Target, render_targets
 from langchain_context_governance import ContextGovernor
-from langchain_context_governance.providers import validate_messages
+from langchain_context_governance.rules.validate import validate_messages
 from langchain_context_governance.testing import ScriptedChatModel
 from tests.agent_tools import (
     AGENT_OUTPUT_TOKENS,

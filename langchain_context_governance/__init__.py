@@ -13,9 +13,7 @@ from langchain_context_governance.passes import (
     DEFAULT_COMPACTABLE_TOOLS,
     DEFAULT_PLACEHOLDER,
     SYNTHETIC_USER_CONTENT,
-    apply_provider_rules,
     backfill_missing_tool_results,
-    compact_in_batches,
     cut_note,
     drop_orphan_tool_results,
     enforce_role_alternation,
@@ -23,7 +21,13 @@ from langchain_context_governance.passes import (
     snip_history,
     truncate_oversized_messages,
 )
-from langchain_context_governance.providers import PROVIDERS, Violation, validate_messages
+from langchain_context_governance.rules import (
+    PROVIDERS,
+    Violation,
+    apply_provider_rules,
+    validate_messages,
+)
+from langchain_context_governance.state.window import compact_in_batches
 from langchain_context_governance.tokens import (
     CacheStats,
     MessageTokenCounter,

@@ -28,7 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from langchain_context_governance.governor import ContextGovernor, GovernanceResult
-from langchain_context_governance.providers import Violation, validate_messages
+from langchain_context_governance.rules.validate import Violation, validate_messages
 from langchain_context_governance.testing import ScriptedChatModel
 from langchain_context_governance.transcripts import sample_workspace_path
 

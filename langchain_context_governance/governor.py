@@ -18,11 +18,6 @@ from pydantic import ConfigDict, PrivateAttr, model_validator
 
 from langchain_context_governance._messages import as_message_list
 from langchain_context_governance._settings import reject_unknown_settings
-from langchain_context_governance.conversation import (
-    DEFAULT_MAX_CONVERSATIONS,
-    Conversations,
-    ConversationState,
-)
 from langchain_context_governance.errors import ContextBudgetExceeded
 from langchain_context_governance.model_settings import (
     chat_model_from_string,
@@ -35,14 +30,6 @@ from langchain_context_governance.passes.alternation import (
     enforce_role_alternation_with_count,
 )
 from langchain_context_governance.passes.backfill import backfill_missing_tool_results_with_count
-from langchain_context_governance.passes.batched import (
-    DEFAULT_HIGH_WATERMARK,
-    DEFAULT_KEEP_RECENT,
-    DEFAULT_LOW_WATERMARK,
-    BatchedWindow,
-    WindowPlan,
-    validate_watermarks,
-)
 from langchain_context_governance.passes.microcompact import (
     DEFAULT_PLACEHOLDER,
     ResultCompaction,
@@ -50,26 +37,39 @@ from langchain_context_governance.passes.microcompact import (
     validate_microcompact_settings,
 )
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
-from langchain_context_governance.passes.provider_repairs import give_reused_call_ids_fresh_ids
-from langchain_context_governance.passes.provider_rules import (
+from langchain_context_governance.passes.snip import snip_history_with_count
+from langchain_context_governance.passes.truncate import fit_to_budget
+from langchain_context_governance.rules.apply import (
     apply_group_rules_with_count,
     apply_provider_rules_with_counts,
     messages_between,
     requires_unique_call_ids,
 )
-from langchain_context_governance.passes.repair_stream import RepairStream
-from langchain_context_governance.passes.snip import snip_history_with_count
-from langchain_context_governance.passes.truncate import fit_to_budget
-from langchain_context_governance.providers import PROVIDERS
-from langchain_context_governance.summary import (
+from langchain_context_governance.rules.repairs import give_reused_call_ids_fresh_ids
+from langchain_context_governance.rules.templates import rules_for_chat_template
+from langchain_context_governance.rules.validate import PROVIDERS
+from langchain_context_governance.state.conversation import (
+    DEFAULT_MAX_CONVERSATIONS,
+    Conversations,
+    ConversationState,
+)
+from langchain_context_governance.state.repair_stream import RepairStream
+from langchain_context_governance.state.summary import (
     DEFAULT_SUMMARY_PROMPT,
     SummaryJob,
     dropped_messages,
     summary_request,
     summary_text,
 )
-from langchain_context_governance.templates import rules_for_chat_template
-from langchain_context_governance.tokens import MessageTokenCounter, get_token_counter
+from langchain_context_governance.state.window import (
+    DEFAULT_HIGH_WATERMARK,
+    DEFAULT_KEEP_RECENT,
+    DEFAULT_LOW_WATERMARK,
+    BatchedWindow,
+    WindowPlan,
+    validate_watermarks,
+)
+from langchain_context_governance.tokens.counter import MessageTokenCounter, get_token_counter
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run
 
 logger = logging.getLogger(__name__)
@@ -207,7 +207,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     `context_window_tokens` is None.
 
     One governor serves many conversations: each has its own state (see
-    `conversation.py`), found by the LangGraph thread (`config["configurable"]
+    `state/conversation.py`), found by the LangGraph thread (`config["configurable"]
     ["thread_id"]`, or `govern(..., thread_id=...)`), at most `max_conversations` of
     them, least recently used dropped. A call costs what is new in its history; the
     same history gives the same request on any governor with the same settings.

@@ -7,7 +7,7 @@ from typing import Any
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.runnables import Runnable, RunnableBinding
 
-from langchain_context_governance.tokens import counter_spec_for_model
+from langchain_context_governance.tokens.counter import counter_spec_for_model
 
 __all__ = ["chat_model_from_string", "settings_for_model", "unwrap_model"]
 

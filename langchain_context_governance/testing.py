@@ -25,7 +25,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, PrivateAttr, field_validator
 
-from langchain_context_governance.providers import PROVIDERS, Violation, validate_messages
+from langchain_context_governance.rules.validate import PROVIDERS, Violation, validate_messages
 
 __all__ = [
     "ContextLengthExceeded",

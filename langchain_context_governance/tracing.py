@@ -18,7 +18,7 @@ from langchain_core.runnables.config import (
     get_callback_manager_for_config,
 )
 
-from langchain_context_governance.conversation import thread_id_of
+from langchain_context_governance.state.conversation import thread_id_of
 
 if TYPE_CHECKING:
     from langchain_context_governance.governor import (

@@ -80,7 +80,7 @@ from langchain_context_governance import (
     microcompact,
     snip_history,
 )
-from langchain_context_governance.providers import validate_messages
+from langchain_context_governance import validate_messages
 from langchain_context_governance.testing import ScriptedChatModel
 
 
@@ -228,7 +228,7 @@ from langchain_context_governance.demo import (
     build_workspace_tools,
     crashed_session_history,
 )
-from langchain_context_governance.providers import validate_messages
+from langchain_context_governance import validate_messages
 from langchain_context_governance.transcripts import sample_workspace_path
 
 WINDOW = 6_000
@@ -378,7 +378,7 @@ from IPython.display import Image
 from matplotlib.figure import Figure
 
 from langchain_context_governance import ContextGovernor
-from langchain_context_governance.providers import validate_messages
+from langchain_context_governance import validate_messages
 from langchain_context_governance.transcripts import load_transcript, sample_transcript_path
 
 transcript = load_transcript(sample_transcript_path())

@@ -20,7 +20,7 @@ from langchain_core.tools import BaseTool, tool
 
 from langchain_context_governance import ContextGovernor, GovernanceReport, GovernanceResult
 from langchain_context_governance.passes.microcompact import compacted_placeholder
-from langchain_context_governance.providers import validate_messages
+from langchain_context_governance.rules.validate import validate_messages
 from langchain_context_governance.testing import ScriptedChatModel
 
 MODULE_COUNT = 8

@@ -8,7 +8,6 @@ from langchain_context_governance.passes.backfill import (
     BACKFILL_CONTENT,
     backfill_missing_tool_results,
 )
-from langchain_context_governance.passes.batched import compact_in_batches
 from langchain_context_governance.passes.cut_note import cut_note
 from langchain_context_governance.passes.microcompact import (
     DEFAULT_COMPACTABLE_TOOLS,
@@ -16,7 +15,6 @@ from langchain_context_governance.passes.microcompact import (
     microcompact,
 )
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results
-from langchain_context_governance.passes.provider_rules import apply_provider_rules
 from langchain_context_governance.passes.snip import snip_history
 from langchain_context_governance.passes.truncate import truncate_oversized_messages
 
@@ -25,9 +23,7 @@ __all__ = [
     "DEFAULT_COMPACTABLE_TOOLS",
     "DEFAULT_PLACEHOLDER",
     "SYNTHETIC_USER_CONTENT",
-    "apply_provider_rules",
     "backfill_missing_tool_results",
-    "compact_in_batches",
     "cut_note",
     "drop_orphan_tool_results",
     "enforce_role_alternation",

@@ -15,7 +15,7 @@ from langchain_context_governance.passes._dual_use import runnable_when_called_w
 from langchain_context_governance.passes.alternation import SYNTHETIC_USER_CONTENT
 from langchain_context_governance.passes.cut_note import attach_cut_note, cut_note
 from langchain_context_governance.passes.truncate import truncate_message
-from langchain_context_governance.tokens import (
+from langchain_context_governance.tokens.counter import (
     MessageTokenCounter,
     TokenCounterSpec,
     get_token_counter,

@@ -42,7 +42,7 @@ from langchain_context_governance.passes.microcompact import (
     compact_tool_result,
     validate_microcompact_settings,
 )
-from langchain_context_governance.tokens import (
+from langchain_context_governance.tokens.counter import (
     MessageTokenCounter,
     TokenCounterSpec,
     get_token_counter,

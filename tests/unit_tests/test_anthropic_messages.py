@@ -166,13 +166,3 @@ def test_a_bad_message_is_named_by_its_index(message: dict[str, Any], problem: s
 def test_a_system_message_after_the_first_turn_cannot_be_written() -> None:
     with pytest.raises(ValueError, match="message 1: a 'system' message"):
         anthropic_body([HumanMessage("hi"), SystemMessage("late")], {})
-
-
-def test_module_examples_run() -> None:
-    import doctest
-
-    from langchain_context_governance import anthropic_messages
-
-    result = doctest.testmod(anthropic_messages)
-    assert result.attempted > 0
-    assert result.failed == 0

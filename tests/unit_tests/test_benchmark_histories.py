@@ -16,7 +16,7 @@ from benchmarks.histories import (
     build_damaged_history,
     reload_messages,
 )
-from langchain_context_governance.providers import validate_messages
+from langchain_context_governance.rules.validate import validate_messages
 
 
 @settings(max_examples=15, deadline=None)

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from langchain_context_governance import ContextGovernor
 from langchain_context_governance.anthropic_messages import anthropic_body
 from langchain_context_governance.cli import EXIT_BAD_INPUT, EXIT_BROKEN_RULES, app
-from langchain_context_governance.providers import validate_messages
+from langchain_context_governance.rules.validate import validate_messages
 from langchain_context_governance.transcripts import (
     TRANSCRIPT_FORMATS,
     dump_transcript,

@@ -153,8 +153,8 @@ def test_the_cut_note_follows_a_cut_and_stays_until_the_next_one():
 
 
 def test_a_summary_goes_into_the_note_at_the_cut():
-    from langchain_context_governance.passes.batched import BatchedWindow
-    from langchain_context_governance.tokens import get_token_counter
+    from langchain_context_governance.state.window import BatchedWindow
+    from langchain_context_governance.tokens.counter import get_token_counter
 
     window = BatchedWindow(max_tokens=3_000, counter=get_token_counter("approximate"))
     plan = window.plan(

@@ -23,7 +23,7 @@ from langchain_context_governance.demo import (
     run_demo_in_terminal,
     write_chart,
 )
-from langchain_context_governance.providers import validate_messages
+from langchain_context_governance.rules.validate import validate_messages
 from langchain_context_governance.transcripts import sample_workspace_path
 
 # Enough steps for the raw history to outgrow the default window (it does near step 12).

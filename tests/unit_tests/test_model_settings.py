@@ -140,14 +140,3 @@ def test_the_report_reads_in_one_line() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert "\n" not in str(ContextGovernor().govern([HumanMessage("hi")]).report)
-
-
-@pytest.mark.parametrize("module_name", ["_settings", "encodings"])
-def test_module_examples_run(module_name: str) -> None:
-    import doctest
-    import importlib
-
-    module = importlib.import_module(f"langchain_context_governance.{module_name}")
-    result = doctest.testmod(module)
-    assert result.attempted > 0
-    assert result.failed == 0

@@ -21,8 +21,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_context_governance import ContextGovernor
 from langchain_context_governance._messages import declared_tool_call_ids
 from langchain_context_governance.passes.alternation import SYNTHETIC_USER_CONTENT
-from langchain_context_governance.providers import PROVIDERS, validate_messages
-from langchain_context_governance.rules import PROFILES
+from langchain_context_governance.rules.table import PROFILES
+from langchain_context_governance.rules.validate import PROVIDERS, validate_messages
 from tests.oracles import mistral_common_accepts
 from tests.strategies import IMAGE_BLOCK, budgets, histories
 from tests.unit_tests.conftest import MutationGuard

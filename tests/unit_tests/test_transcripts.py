@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import doctest
 import importlib.util
 import json
 import os
@@ -22,7 +21,6 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from langchain_context_governance import transcripts
 from langchain_context_governance._messages import declared_tool_call_ids, has_tool_calls
 from langchain_context_governance.transcripts import (
     TRANSCRIPT_FORMATS,
@@ -610,13 +608,6 @@ def test_langchain_format_keeps_what_openai_cannot() -> None:
     [loaded] = parse_transcript(dump_transcript([message], format="langchain")).messages
 
     assert loaded == message
-
-
-def test_module_examples_run() -> None:
-    result = doctest.testmod(transcripts)
-
-    assert result.attempted > 0
-    assert result.failed == 0
 
 
 # --------------------------------------------------------------------------- bundled data

@@ -35,7 +35,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from langchain_context_governance._messages import content_fingerprint
-from langchain_context_governance.encodings import encoding_name_for_model, get_encoding
+from langchain_context_governance.tokens.encodings import encoding_name_for_model, get_encoding
 
 __all__ = [
     "CacheStats",

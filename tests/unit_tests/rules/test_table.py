@@ -14,16 +14,16 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from langchain_context_governance.passes.provider_repairs import SYNTHETIC_ASSISTANT_CONTENT
-from langchain_context_governance.passes.provider_rules import apply_provider_rules_with_count
-from langchain_context_governance.providers import validate_messages
-from langchain_context_governance.rules import (
+from langchain_context_governance.rules.apply import apply_provider_rules_with_count
+from langchain_context_governance.rules.repairs import SYNTHETIC_ASSISTANT_CONTENT
+from langchain_context_governance.rules.table import (
     HOSTED_PROFILES,
     PROFILES,
     PROVIDERS,
     RULES,
     rules_named,
 )
+from langchain_context_governance.rules.validate import validate_messages
 from tests.builders import ai_calls, call, result
 from tests.unit_tests.conftest import MutationGuard
 

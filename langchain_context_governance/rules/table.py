@@ -28,7 +28,6 @@ from langchain_context_governance._messages import (
     is_user,
     iter_declared_tool_calls,
 )
-from langchain_context_governance.passes import provider_repairs as repairs
 from langchain_context_governance.passes.alternation import (
     SYNTHETIC_USER_CONTENT,
     enforce_role_alternation_with_count,
@@ -36,6 +35,7 @@ from langchain_context_governance.passes.alternation import (
 )
 from langchain_context_governance.passes.backfill import backfill_missing_tool_results_with_count
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
+from langchain_context_governance.rules import repairs
 
 __all__ = [
     "HOSTED_PROFILES",

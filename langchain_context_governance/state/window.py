@@ -55,7 +55,7 @@ from langchain_context_governance.passes.snip import (
     is_task_candidate,
     pinned_task_copy,
 )
-from langchain_context_governance.tokens import (
+from langchain_context_governance.tokens.counter import (
     MessageTokenCounter,
     TokenCounterSpec,
     get_token_counter,

@@ -20,8 +20,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from langchain_context_governance.passes.batched import BatchedWindow
-from langchain_context_governance.passes.repair_stream import RepairStream
+from langchain_context_governance.state.repair_stream import RepairStream
+from langchain_context_governance.state.window import BatchedWindow
 
 DEFAULT_MAX_CONVERSATIONS = 10_000
 # States kept per thread (several agents of one graph may share a thread, each with its
@@ -87,7 +87,7 @@ class Conversations:
     governance run.
 
     Example:
-        >>> from langchain_context_governance.passes.repair_stream import RepairStream
+        >>> from langchain_context_governance.state.repair_stream import RepairStream
         >>> def new_state():
         ...     repairs = RepairStream(repair_group=lambda m, d: (m, {}), count_message=len)
         ...     return ConversationState(repairs, window=None)

@@ -20,8 +20,8 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from langchain_context_governance.providers import PROVIDERS, Violation, validate_messages
-from langchain_context_governance.rules import HOSTED_PROFILES
+from langchain_context_governance.rules.table import HOSTED_PROFILES
+from langchain_context_governance.rules.validate import PROVIDERS, Violation, validate_messages
 from tests.builders import ai_calls, call, result
 from tests.oracles import mistral_common_accepts
 

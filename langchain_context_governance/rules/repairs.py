@@ -2,7 +2,7 @@
 
 Every repair returns the request and how many messages it changed, and the very same
 list when there is nothing to change. Which repairs a provider needs, and the provider
-wording each one prevents, is in `langchain_context_governance.rules`.
+wording each one prevents, is in `langchain_context_governance.rules.table`.
 """
 
 from __future__ import annotations

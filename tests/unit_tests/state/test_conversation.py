@@ -17,8 +17,8 @@ from langchain_core.messages import (
 )
 
 from langchain_context_governance import ContextGovernor
-from langchain_context_governance.conversation import Conversations, ConversationState
-from langchain_context_governance.passes.repair_stream import RepairStream
+from langchain_context_governance.state.conversation import Conversations, ConversationState
+from langchain_context_governance.state.repair_stream import RepairStream
 from tests.builders import ai_calls, call, result, tool_loop
 
 

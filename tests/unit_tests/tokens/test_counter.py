@@ -20,15 +20,16 @@ from langchain_core.messages import (
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import tool
 
-from langchain_context_governance import encodings, tokens
-from langchain_context_governance.encodings import (
+from langchain_context_governance.tokens import counter as tokens
+from langchain_context_governance.tokens import encodings
+from langchain_context_governance.tokens.counter import (
+    TokenCounterFallbackWarning,
+    get_token_counter,
+)
+from langchain_context_governance.tokens.encodings import (
     encoding_name_for_model,
     get_encoding,
     write_tiktoken_cache,
-)
-from langchain_context_governance.tokens import (
-    TokenCounterFallbackWarning,
-    get_token_counter,
 )
 
 PLAIN_CONVERSATIONS: list[list[BaseMessage]] = [

@@ -20,16 +20,16 @@ from typer.testing import CliRunner
 
 from langchain_context_governance import ContextGovernor
 from langchain_context_governance.cli import EXIT_BAD_INPUT, EXIT_BROKEN_RULES, app
-from langchain_context_governance.providers import validate_messages
-from langchain_context_governance.templates import (
+from langchain_context_governance.rules.templates import (
     _compile,
     render_chat_template,
     rules_for_chat_template,
 )
+from langchain_context_governance.rules.validate import validate_messages
 from tests.builders import ai_calls, call, result
 from tests.strategies import histories
 
-TEMPLATES = Path(__file__).parent.parent / "fixtures" / "chat_templates"
+TEMPLATES = Path(__file__).parents[2] / "fixtures" / "chat_templates"
 
 
 def template(name: str) -> str:
@@ -147,7 +147,7 @@ def test_governed_histories_render_and_raw_ones_often_do_not(name: str) -> None:
 
 def _template_check(history: list[BaseMessage], text: str) -> list[Any]:
     # The raw history is only rendered: the profile checks would flag it anyway.
-    from langchain_context_governance.templates import chat_template_violation
+    from langchain_context_governance.rules.templates import chat_template_violation
 
     violation = chat_template_violation(text, history)
     return [] if violation is None else [violation]

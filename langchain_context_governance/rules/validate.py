@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from langchain_core.messages.utils import MessageLikeRepresentation
 
 from langchain_context_governance._messages import as_message_list
-from langchain_context_governance.rules import PROVIDERS, Violation, rules_named
+from langchain_context_governance.rules.table import PROVIDERS, Violation, rules_named
 
 __all__ = ["PROVIDERS", "Violation", "validate_messages"]
 
@@ -47,7 +47,7 @@ def validate_messages(
     template_violations: list[Violation] = []
     template_rules: tuple[str, ...] = ()
     if chat_template is not None:
-        from langchain_context_governance.templates import (
+        from langchain_context_governance.rules.templates import (
             chat_template_violation,
             rules_for_chat_template,
         )

@@ -15,12 +15,12 @@ from langchain_core.runnables import Runnable
 from langchain_context_governance import ContextGovernor, apply_provider_rules
 from langchain_context_governance.passes.alternation import SYNTHETIC_USER_CONTENT
 from langchain_context_governance.passes.backfill import BACKFILL_CONTENT
-from langchain_context_governance.passes.provider_rules import (
+from langchain_context_governance.rules.apply import (
     UNNAMED_TOOL,
     apply_provider_rules_with_count,
     stable_tool_call_id,
 )
-from langchain_context_governance.providers import PROVIDERS, validate_messages
+from langchain_context_governance.rules.validate import PROVIDERS, validate_messages
 from tests.builders import ai_calls, call, result
 from tests.oracles import mistral_common_accepts
 from tests.unit_tests.conftest import MutationGuard

@@ -7,7 +7,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 
 from langchain_context_governance import ContextGovernor, validate_messages
-from langchain_context_governance.summary import DEFAULT_SUMMARY_PROMPT
+from langchain_context_governance.state.summary import DEFAULT_SUMMARY_PROMPT
 from langchain_context_governance.testing import ScriptedChatModel
 from tests.builders import ai_calls, call, result, tool_loop
 

@@ -4,8 +4,8 @@ The core passes make a request legal in the ways every provider shares. Provider
 differ: Mistral wants tool-call ids of exactly 9 letters or digits, Anthropic unique ids
 and no empty text, Zhipu/GLM no system message followed by an assistant message, Llama 3
 templates one tool call per message, and no provider lets a request end on a system
-message. The rules, each with its repair, are the table in `langchain_context_governance.rules`;
-`langchain_context_governance.providers.validate_messages` runs their checks.
+message. The rules, each with its repair, are the table in `rules/table.py`;
+`validate_messages` (rules/validate.py) runs their checks.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_context_governance._messages import as_message_list
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.alternation import SYNTHETIC_USER_CONTENT
-from langchain_context_governance.passes.provider_repairs import (
+from langchain_context_governance.rules.repairs import (
     UNNAMED_TOOL,
     legal_tool_name,
     stable_tool_call_id,
 )
-from langchain_context_governance.rules import ALTERNATION_PASS_NAME, PASS_NAME, rules_named
+from langchain_context_governance.rules.table import ALTERNATION_PASS_NAME, PASS_NAME, rules_named
 
 __all__ = [
     "UNNAMED_TOOL",

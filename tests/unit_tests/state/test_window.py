@@ -3,9 +3,9 @@ from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
 from langchain_context_governance import ContextGovernor, get_token_counter
-from langchain_context_governance.passes.batched import BatchedWindow, compact_in_batches
 from langchain_context_governance.passes.cut_note import cut_note
 from langchain_context_governance.passes.microcompact import compacted_placeholder
+from langchain_context_governance.state.window import BatchedWindow, compact_in_batches
 from tests.builders import ai_calls, call, result, tool_loop
 
 COUNTER = get_token_counter("approximate")

@@ -33,7 +33,7 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.tool import invalid_tool_call
 
-from langchain_context_governance.rules import Violation
+from langchain_context_governance.rules.table import Violation
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -338,7 +338,7 @@ def rules_for_chat_template(chat_template: str) -> tuple[str, ...]:
         >>> rules_for_chat_template(gemma_like)
         ('no-system-role',)
     """
-    from langchain_context_governance.passes.provider_rules import (
+    from langchain_context_governance.rules.apply import (
         apply_provider_rules_with_count,
     )
 

@@ -1,0 +1,6 @@
+"""Provider and chat-template rules: each rule's check and repair, the profiles, the validator."""
+
+from langchain_context_governance.rules.apply import apply_provider_rules
+from langchain_context_governance.rules.validate import PROVIDERS, Violation, validate_messages
+
+__all__ = ["PROVIDERS", "Violation", "apply_provider_rules", "validate_messages"]

@@ -1,0 +1,1 @@
+"""What the governor keeps per conversation: repairs, the compaction replay, the summary."""
