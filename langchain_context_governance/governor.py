@@ -16,6 +16,9 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
+from langchain_context_governance._added import (
+    synthetic_user_turn,
+)
 from langchain_context_governance._messages import as_message_list
 from langchain_context_governance._settings import reject_unknown_settings
 from langchain_context_governance.errors import ContextBudgetExceeded
@@ -26,7 +29,6 @@ from langchain_context_governance.model_settings import (
 )
 from langchain_context_governance.passes._budget import task_pin_limit
 from langchain_context_governance.passes.alternation import (
-    SYNTHETIC_USER_CONTENT,
     enforce_role_alternation_with_count,
 )
 from langchain_context_governance.passes.backfill import backfill_missing_tool_results_with_count
@@ -191,7 +193,7 @@ def ensure_user_message(messages: list[BaseMessage]) -> tuple[list[BaseMessage],
     leading_systems = 0
     while leading_systems < len(messages) and isinstance(messages[leading_systems], SystemMessage):
         leading_systems += 1
-    synthetic = HumanMessage(SYNTHETIC_USER_CONTENT)
+    synthetic = synthetic_user_turn()
     return [*messages[:leading_systems], synthetic, *messages[leading_systems:]], 1
 
 
@@ -542,7 +544,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             request, changes = _run_steps(request, [("truncate", fit)], changes)
         if not request and any(not isinstance(m, ToolMessage) for m in messages):
             # Only blank messages were left; a request needs something to answer.
-            request = [HumanMessage(SYNTHETIC_USER_CONTENT)]
+            request = [synthetic_user_turn()]
             changes["apply_provider_rules"] = changes.get("apply_provider_rules", 0) + 1
         return request, changes, plan, job
 

@@ -1,9 +1,7 @@
 """The governance passes: one module per pass, each a pure function over a message list."""
 
-from langchain_context_governance.passes.alternation import (
-    SYNTHETIC_USER_CONTENT,
-    enforce_role_alternation,
-)
+from langchain_context_governance._added import SYNTHETIC_USER_CONTENT
+from langchain_context_governance.passes.alternation import enforce_role_alternation
 from langchain_context_governance.passes.backfill import (
     BACKFILL_CONTENT,
     backfill_missing_tool_results,

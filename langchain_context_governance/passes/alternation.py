@@ -8,10 +8,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 
+from langchain_context_governance._added import SYNTHETIC_USER_CONTENT, synthetic_user_turn
 from langchain_context_governance._messages import as_message_list
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
-
-SYNTHETIC_USER_CONTENT = "(conversation continued)"
 
 Content = str | list[str | dict[str, Any]]
 
@@ -137,7 +136,7 @@ def insert_user_before_leading_assistant(
             continue
         if not isinstance(message, AIMessage):
             return messages, 0
-        synthetic = HumanMessage(SYNTHETIC_USER_CONTENT)
+        synthetic = synthetic_user_turn()
         return [*messages[:index], synthetic, *messages[index:]], 1
     return messages, 0
 

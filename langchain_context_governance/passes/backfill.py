@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 
+from langchain_context_governance._added import mark_added
 from langchain_context_governance._messages import as_message_list, iter_declared_tool_calls
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 
@@ -15,13 +16,14 @@ BACKFILL_CONTENT = "[Tool result unavailable — call was interrupted or lost]"
 
 def backfilled_result(call_id: str, name: str) -> ToolMessage:
     """The placeholder result of an unanswered call; the same message on every call."""
-    return ToolMessage(
+    result = ToolMessage(
         BACKFILL_CONTENT,
         tool_call_id=call_id,
         name=name,
         status="error",
         id=f"{call_id}-backfilled-result",
     )
+    return mark_added(result, "tool-result")
 
 
 def _results_after(messages: list[BaseMessage], start: int) -> int:

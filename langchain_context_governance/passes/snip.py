@@ -9,10 +9,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 
+from langchain_context_governance._added import (
+    added_kind,
+)
 from langchain_context_governance._messages import as_message_list
 from langchain_context_governance.passes._budget import task_pin_limit, validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
-from langchain_context_governance.passes.alternation import SYNTHETIC_USER_CONTENT
 from langchain_context_governance.passes.cut_note import attach_cut_note, cut_note
 from langchain_context_governance.passes.truncate import truncate_message
 from langchain_context_governance.tokens.counter import (
@@ -138,7 +140,7 @@ def snip_history_with_count(
 
 def is_task_candidate(message: BaseMessage) -> bool:
     """A user message that can be the task: not a turn the alternation repair made up."""
-    return isinstance(message, HumanMessage) and message.content != SYNTHETIC_USER_CONTENT
+    return isinstance(message, HumanMessage) and added_kind(message) is None
 
 
 def _task_index(messages: list[BaseMessage]) -> int | None:

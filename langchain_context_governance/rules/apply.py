@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 
+from langchain_context_governance._added import (
+    synthetic_user_turn,
+)
 from langchain_context_governance._messages import as_message_list
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
-from langchain_context_governance.passes.alternation import SYNTHETIC_USER_CONTENT
 from langchain_context_governance.rules.repairs import (
     UNNAMED_TOOL,
     legal_tool_name,
@@ -99,7 +101,7 @@ def apply_provider_rules_with_counts(
     if messages and not output:
         # Only blank system messages were left; a request needs something to answer.
         changes[PASS_NAME] += 1
-        return [HumanMessage(SYNTHETIC_USER_CONTENT)], changes
+        return [synthetic_user_turn()], changes
     return output, changes
 
 

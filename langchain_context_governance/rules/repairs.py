@@ -25,6 +25,11 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.tool import tool_call
 
+from langchain_context_governance._added import (
+    SYNTHETIC_USER_CONTENT,
+    mark_added,
+    synthetic_user_turn,
+)
 from langchain_context_governance._messages import (
     has_tool_calls,
     is_assistant,
@@ -34,7 +39,6 @@ from langchain_context_governance._messages import (
     iter_declared_tool_calls,
 )
 from langchain_context_governance.passes.alternation import (
-    SYNTHETIC_USER_CONTENT,
     merge_contents,
 )
 from langchain_context_governance.passes.backfill import backfill_missing_tool_results_with_count
@@ -385,7 +389,9 @@ def _remove_blank_text(message: BaseMessage) -> BaseMessage | None:
     if not is_blank_message(message):
         return message
     if is_user(message):
-        return message.model_copy(update={"content": SYNTHETIC_USER_CONTENT})
+        return mark_added(
+            message.model_copy(update={"content": SYNTHETIC_USER_CONTENT}), "user-turn"
+        )
     return None
 
 
@@ -439,7 +445,7 @@ def separate_consecutive_assistants(
     return _insert_between(
         messages,
         lambda previous, message: is_assistant(previous) and is_assistant(message),
-        lambda: HumanMessage(SYNTHETIC_USER_CONTENT),
+        synthetic_user_turn,
     )
 
 

@@ -18,8 +18,11 @@ import re
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from langchain_context_governance._added import (
+    synthetic_user_turn,
+)
 from langchain_context_governance._messages import (
     has_tool_calls,
     is_assistant,
@@ -29,7 +32,6 @@ from langchain_context_governance._messages import (
     iter_declared_tool_calls,
 )
 from langchain_context_governance.passes.alternation import (
-    SYNTHETIC_USER_CONTENT,
     enforce_role_alternation_with_count,
     insert_user_before_leading_assistant,
 )
@@ -122,7 +124,7 @@ def _repair_has_a_turn(messages: list[BaseMessage]) -> tuple[list[BaseMessage], 
     # An empty request has nothing to govern and stays empty.
     if not messages or not all(is_system(message) for message in messages):
         return messages, 0
-    return [*messages, HumanMessage(SYNTHETIC_USER_CONTENT)], 1
+    return [*messages, synthetic_user_turn()], 1
 
 
 def _check_message_types(request: list[BaseMessage]) -> list[Violation]:

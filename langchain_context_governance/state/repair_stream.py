@@ -40,9 +40,11 @@ from typing import overload
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from langchain_context_governance._added import (
+    synthetic_user_turn,
+)
 from langchain_context_governance._messages import iter_declared_tool_calls, message_fingerprint
 from langchain_context_governance.passes.alternation import (
-    SYNTHETIC_USER_CONTENT,
     can_merge_turns,
     merge_turns,
 )
@@ -351,4 +353,4 @@ def _synthetic_user_before(head: AIMessage, index: int) -> HumanMessage:
     Its id is derived from the assistant message, so every call makes the same message.
     """
     anchor = head.id or f"message-{index}"
-    return HumanMessage(SYNTHETIC_USER_CONTENT, id=f"{anchor}-opening-user-turn")
+    return synthetic_user_turn(message_id=f"{anchor}-opening-user-turn")
