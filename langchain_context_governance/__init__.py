@@ -27,6 +27,7 @@ from langchain_context_governance.rules import (
     apply_provider_rules,
     validate_messages,
 )
+from langchain_context_governance.state.summary import DEFAULT_SUMMARY_PROMPT
 from langchain_context_governance.state.window import compact_in_batches
 from langchain_context_governance.tokens import (
     CacheStats,
@@ -40,6 +41,7 @@ __all__ = [
     "BACKFILL_CONTENT",
     "DEFAULT_COMPACTABLE_TOOLS",
     "DEFAULT_PLACEHOLDER",
+    "DEFAULT_SUMMARY_PROMPT",
     "PROVIDERS",
     "SYNTHETIC_USER_CONTENT",
     "CacheStats",

@@ -266,8 +266,8 @@ class _RecordingGovernor(ContextGovernor):
 
     _results: list[tuple[list[BaseMessage], GovernanceResult]] = PrivateAttr(default_factory=list)
 
-    def govern(self, messages: Any, *, thread_id: str | None = None) -> GovernanceResult:
-        result = super().govern(messages, thread_id=thread_id)
+    def govern(self, messages: Any, **per_call: Any) -> GovernanceResult:
+        result = super().govern(messages, **per_call)
         self._results.append((list(messages), result))
         return result
 

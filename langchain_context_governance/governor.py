@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import importlib.metadata
 import logging
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -10,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
@@ -55,13 +57,23 @@ from langchain_context_governance.state.conversation import (
     Conversations,
     ConversationState,
 )
+from langchain_context_governance.state.record import (
+    RECORD_KEY,
+    GovernanceRecord,
+    PreviousRequest,
+    UnusableRecord,
+    settings_digest,
+)
 from langchain_context_governance.state.repair_stream import RepairStream
 from langchain_context_governance.state.summary import (
     DEFAULT_SUMMARY_PROMPT,
     SummaryJob,
-    dropped_messages,
+    aask_within,
+    ask_within,
+    summary_job,
+    summary_kept,
+    summary_of_reply,
     summary_request,
-    summary_text,
 )
 from langchain_context_governance.state.window import (
     DEFAULT_HIGH_WATERMARK,
@@ -78,6 +90,15 @@ logger = logging.getLogger(__name__)
 
 # The smallest summary worth asking for, in tokens (a tenth of the budget otherwise).
 _MIN_SUMMARY_TOKENS = 64
+# What the governor calls on a `store`: LangGraph's BaseStore.
+_STORE_VERBS = ("get", "put", "aget", "aput")
+# Seconds the summary model gets before the cut keeps its plain note.
+DEFAULT_SUMMARY_TIMEOUT = 60.0
+# Settings that do not change what a request looks like: a record written under other
+# values of these is still read.
+_SETTINGS_NOT_SHAPING_REQUESTS = frozenset(
+    {"name", "max_conversations", "summary_model", "summary_timeout", "store", "tools"}
+)
 
 GovernorInput = Sequence[MessageLikeRepresentation] | PromptValue
 
@@ -124,10 +145,17 @@ class GovernanceReport:
 
 @dataclass(frozen=True)
 class GovernanceResult:
-    """The governed messages (what `invoke` returns) and the report of the run."""
+    """The governed messages (what `invoke` returns) and the report of the run.
+
+    `record` is the conversation's governance record after this call, as plain data
+    (state/record.py): pass it back as `govern(..., record=...)` on the next call, on any
+    worker, to continue where this call left off. The LangGraph node and the middleware
+    keep it in the graph state under `RECORD_KEY`.
+    """
 
     messages: list[BaseMessage]
     report: GovernanceReport
+    record: dict[str, Any] | None = None
 
 
 def _input_budget(context_window: int | None, max_output: int, safety_buffer: int) -> int | None:
@@ -160,10 +188,10 @@ def _validate_settings(governor: ContextGovernor) -> None:
     )
     validate_microcompact_settings(keep_recent=governor.keep_recent, min_chars=governor.min_chars)
     if governor.summary_model is not None:
-        if not isinstance(governor.summary_model, Runnable):
+        if not isinstance(governor.summary_model, (Runnable, str)):
             raise ValueError(
-                "summary_model must be a chat model (a Runnable), got "
-                f"{type(governor.summary_model).__name__}"
+                "summary_model must be a chat model (a Runnable) or a 'provider:model' "
+                f"string, got {type(governor.summary_model).__name__}"
             )
         if governor.context_window_tokens is None or governor.compaction != "cache_aware":
             raise ValueError(
@@ -172,6 +200,19 @@ def _validate_settings(governor: ContextGovernor) -> None:
             )
     if not governor.summary_prompt.strip():
         raise ValueError("summary_prompt must not be empty")
+    timeout = governor.summary_timeout
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+    ):
+        raise ValueError(
+            f"summary_timeout must be a number of seconds > 0 or None, got {timeout!r}"
+        )
+    store = governor.store
+    if store is not None and not all(hasattr(store, verb) for verb in _STORE_VERBS):
+        raise ValueError(
+            f"store must be a LangGraph BaseStore ({', '.join(_STORE_VERBS)}), "
+            f"got {type(store).__name__}"
+        )
     if governor.max_conversations < 1:
         raise ValueError(f"max_conversations must be >= 1, got {governor.max_conversations}")
     if governor.on_over_budget not in ("truncate", "warn", "raise"):
@@ -251,6 +292,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS
     summary_model: Any = None
     summary_prompt: str = DEFAULT_SUMMARY_PROMPT
+    summary_timeout: float | None = DEFAULT_SUMMARY_TIMEOUT
+    store: Any = None
     name: str | None = "ContextGovernor"
 
     _counter: MessageTokenCounter = PrivateAttr()
@@ -260,6 +303,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     _template_rules: tuple[str, ...] = PrivateAttr(default=())
     _unique_call_ids: bool = PrivateAttr(default=False)
     _conversations: Conversations = PrivateAttr()
+    # The summary model itself, built once where `summary_model` is a "provider:model".
+    _summary_model: Runnable[Any, Any] | None = PrivateAttr(default=None)
+    # Records written under other request-shaping settings are never read.
+    _settings_digest: str = PrivateAttr(default="")
 
     @model_validator(mode="before")
     @classmethod
@@ -287,27 +334,51 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         self._conversations = Conversations(
             self._new_conversation, max_conversations=self.max_conversations
         )
+        if isinstance(self.summary_model, str):
+            self._summary_model = chat_model_from_string(self.summary_model)
+        else:
+            self._summary_model = self.summary_model
+        self._settings_digest = settings_digest(self._request_shaping_settings())
+
+    def _request_shaping_settings(self) -> dict[str, Any]:
+        settings: dict[str, Any] = {
+            name: getattr(self, name)
+            for name in type(self).model_fields
+            if name not in _SETTINGS_NOT_SHAPING_REQUESTS
+        }
+        settings["token_counter"] = self._counter.name
+        settings["package"] = _PACKAGE_VERSION
+        for name in ("compactable_tools", "exclude_tools"):
+            if settings[name] is not None:
+                settings[name] = sorted(settings[name])
+        return settings
 
     def _new_conversation(self) -> ConversationState:
-        window = None
-        if self.compaction == "cache_aware" and self._budget is not None:
-            window = BatchedWindow(
-                max_tokens=self._budget,
-                counter=self._counter,
-                tools_tokens=self._counter.count_tools(self.tools),
-                high_watermark=self.high_watermark,
-                low_watermark=self.low_watermark,
-                keep_recent=self.keep_recent,
-                min_chars=self.min_chars,
-                compaction=self._compaction,
-                pin_task=self.pin_task,
-            )
         repairs = RepairStream(
             repair_group=self._repair_group,
             count_message=self._counter.count_message,
             bridge=self._bridge,
         )
-        return ConversationState(repairs, window)
+        new_window = None
+        if self.compaction == "cache_aware" and self._budget is not None:
+            new_window = self._new_window
+        return ConversationState(
+            repairs, new_window=new_window, count_message=self._counter.count_message
+        )
+
+    def _new_window(self, tools_tokens: int) -> BatchedWindow:
+        assert self._budget is not None
+        return BatchedWindow(
+            max_tokens=self._budget,
+            counter=self._counter,
+            tools_tokens=tools_tokens,
+            high_watermark=self.high_watermark,
+            low_watermark=self.low_watermark,
+            keep_recent=self.keep_recent,
+            min_chars=self.min_chars,
+            compaction=self._compaction,
+            pin_task=self.pin_task,
+        )
 
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False
@@ -316,10 +387,6 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         copied = super().model_copy(update=update, deep=deep)
         copied.model_post_init(None)
         return copied
-
-    def with_tools(self, tools: Sequence[Any] | None) -> ContextGovernor:
-        """The same governor, counting `tools` (the tool definitions sent) against the budget."""
-        return self.model_copy(update={"tools": list(tools) if tools else None})
 
     @classmethod
     def from_model(cls, chat_model: Runnable[Any, Any] | str, **overrides: Any) -> ContextGovernor:
@@ -365,82 +432,168 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         """The cached per-message token counter this governor uses."""
         return self._counter
 
-    def count_tokens(self, messages: Sequence[BaseMessage]) -> int:
-        """Tokens of a request made of `messages` and this governor's tool definitions."""
-        return self._counter.count_messages(messages) + self._counter.count_tools(self.tools)
+    def count_tokens(
+        self, messages: Sequence[BaseMessage], *, tools: Sequence[Any] | None = None
+    ) -> int:
+        """Tokens of a request made of `messages` and its tool definitions: `tools`, or
+        this governor's `tools` setting where None."""
+        return self._counter.count_messages(messages) + self._tools_tokens(tools)
 
-    def govern(self, messages: GovernorInput, *, thread_id: str | None = None) -> GovernanceResult:
+    def _tools_tokens(self, tools: Sequence[Any] | None) -> int:
+        return self._counter.count_tools(self.tools if tools is None else tools)
+
+    def govern(
+        self,
+        messages: GovernorInput,
+        *,
+        thread_id: str | None = None,
+        tools: Sequence[Any] | None = None,
+        record: Mapping[str, Any] | None = None,
+    ) -> GovernanceResult:
         """Govern `messages`; return the governed copy and a report of what changed.
 
         `thread_id` names the conversation (LangGraph's thread); without it the
-        conversation is recognised by its history. Where a cut needs a summary, the
-        `summary_model` is called here, once for that cut.
+        conversation is recognised by its history. `tools` are the tool definitions sent
+        with this call (they count against its budget; the governor's `tools` setting
+        where None). `record` is the conversation's record from the previous call (the
+        result's `record`, kept with the thread); without it the conversation's state is
+        this process's, or the `store`'s. Where a cut needs a summary, the
+        `summary_model` is asked here, once for that cut, for at most `summary_timeout`
+        seconds.
         """
         original = _to_message_list(messages)
-        with self._conversation(thread_id, original) as state:
-            result, job, previous = self._govern_with(state, original)
-            if job is None:
-                return result
-            self._keep_summary(state, job, self._summarize(job))
-            return self._govern_with(state, original, previous_request=previous)[0]
+        if record is None:
+            record = self._stored_record(thread_id)
+        with self._conversation(thread_id, original, record) as state:
+            tools_tokens = self._tools_tokens(tools)
+            result, job, previous = self._govern_with(state, original, tools_tokens)
+            if job is not None:
+                state.summary = summary_kept(state.summary, job, self._summarize(job))
+                state.previous_request = previous
+                result = self._govern_with(state, original, tools_tokens)[0]
+            result = self._with_record(state, result, original)
+        self._store_record(thread_id, result.record)
+        return result
 
     async def agovern(
-        self, messages: GovernorInput, *, thread_id: str | None = None
+        self,
+        messages: GovernorInput,
+        *,
+        thread_id: str | None = None,
+        tools: Sequence[Any] | None = None,
+        record: Mapping[str, Any] | None = None,
     ) -> GovernanceResult:
-        """`govern` for async callers: the summary model, where a cut needs it, is awaited."""
-        if self.summary_model is None:
+        """`govern` for async callers: the summary model and the store are awaited."""
+        if self._summary_model is None and self.store is None:
             # Nothing to await: governance is computation on a copy.
-            return self.govern(messages, thread_id=thread_id)
+            return self.govern(messages, thread_id=thread_id, tools=tools, record=record)
         original = _to_message_list(messages)
-        with self._conversation(thread_id, original) as state:
-            result, job, previous = self._govern_with(state, original)
-            if job is None:
-                return result
-            self._keep_summary(state, job, await self._asummarize(job))
-            return self._govern_with(state, original, previous_request=previous)[0]
+        if record is None:
+            record = await self._astored_record(thread_id)
+        with self._conversation(thread_id, original, record) as state:
+            tools_tokens = self._tools_tokens(tools)
+            result, job, previous = self._govern_with(state, original, tools_tokens)
+            if job is not None:
+                state.summary = summary_kept(state.summary, job, await self._asummarize(job))
+                state.previous_request = previous
+                result = self._govern_with(state, original, tools_tokens)[0]
+            result = self._with_record(state, result, original)
+        await self._astore_record(thread_id, result.record)
+        return result
 
     @contextmanager
     def _conversation(
-        self, thread_id: str | None, messages: list[BaseMessage]
+        self,
+        thread_id: str | None,
+        messages: list[BaseMessage],
+        record: Mapping[str, Any] | None,
     ) -> Iterator[ConversationState]:
         """The conversation's state, held by this call; a fresh one where another holds it.
 
         Rather than wait for the other call, govern from a fresh state, which gives the
-        same request: governance never blocks a thread or an event loop on a lock.
+        same request: governance never blocks a thread or an event loop on a lock. A
+        record written elsewhere since this state's last call is taken up; one that
+        cannot be used (another version or settings, another history) is ignored and
+        the state rebuilt from the history.
         """
         state = self._conversations.state_for(thread_id, messages)
         if not state.lock.acquire(blocking=False):
-            yield self._new_conversation()
+            state = self._new_conversation()
+            self._take_up(state, record, messages)
+            yield state
             return
         try:
+            self._take_up(state, record, messages)
             yield state
         finally:
             state.lock.release()
 
-    def _govern_with(
+    def _take_up(
         self,
         state: ConversationState,
-        original: list[BaseMessage],
-        *,
-        previous_request: list[int] | None = None,
-    ) -> tuple[GovernanceResult, SummaryJob | None, list[int] | None]:
+        data: Mapping[str, Any] | None,
+        messages: list[BaseMessage],
+    ) -> None:
+        if data is None:
+            return
+        try:
+            record = GovernanceRecord.from_dict(data, settings=self._settings_digest)
+            if not record.history.continued_by(messages):
+                raise UnusableRecord("the record was written for another history")
+        except UnusableRecord as reason:
+            logger.debug("context governance: the record is not used (%s); rebuilding", reason)
+            state.start_over()
+            state.previous_request = state.calibration = state.serial = None
+            state.over_budget_warned = False
+            return
+        state.continue_from(record, messages)
+
+    def _with_record(
+        self, state: ConversationState, result: GovernanceResult, messages: list[BaseMessage]
+    ) -> GovernanceResult:
+        record = state.to_record(settings=self._settings_digest, history=messages)
+        return dataclasses.replace(result, record=record.to_dict())
+
+    def _stored_record(self, thread_id: str | None) -> Mapping[str, Any] | None:
+        if self.store is None or thread_id is None:
+            return None
+        item = self.store.get(_STORE_NAMESPACE, thread_id)
+        return None if item is None else item.value
+
+    async def _astored_record(self, thread_id: str | None) -> Mapping[str, Any] | None:
+        if self.store is None or thread_id is None:
+            return None
+        item = await self.store.aget(_STORE_NAMESPACE, thread_id)
+        return None if item is None else item.value
+
+    def _store_record(self, thread_id: str | None, record: dict[str, Any] | None) -> None:
+        if self.store is not None and thread_id is not None and record is not None:
+            self.store.put(_STORE_NAMESPACE, thread_id, record)
+
+    async def _astore_record(self, thread_id: str | None, record: dict[str, Any] | None) -> None:
+        if self.store is not None and thread_id is not None and record is not None:
+            await self.store.aput(_STORE_NAMESPACE, thread_id, record)
+
+    def _govern_with(
+        self, state: ConversationState, original: list[BaseMessage], tools_tokens: int
+    ) -> tuple[GovernanceResult, SummaryJob | None, PreviousRequest | None]:
         """One run of the pipeline; the summary the cut needs, if any, is not made here.
 
-        Returns the result, the summary job, and the previous request's fingerprints, so
-        that a second run (with the summary) reports the prefix against the same request.
+        Returns the result, the summary job, and the conversation's previous request as
+        it was before this run, so that a second run (with the summary) reports the
+        prefix against the same request.
         """
         plan: WindowPlan | None = None
         job: SummaryJob | None = None
         fell_back = False
-        previous = state.window.previous_request if state.window is not None else None
-        if previous_request is not None and state.window is not None:
-            state.window.previous_request = previous_request
+        previous = state.previous_request
         try:
-            governed, changes, plan, job = self._run_pipeline(state, original)
-            raw_tokens: int | None = state.repairs.raw_tokens
+            governed, changes, plan, job, raw_tokens = self._run_pipeline(
+                state, original, tools_tokens
+            )
         except Exception:
             logger.exception("context governance failed; sending the minimal repair instead")
-            state.forget()
+            state.start_over()
             governed, changes = self._run_minimal_repair(original)
             raw_tokens = None
             fell_back = True
@@ -453,7 +606,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             messages_before=len(original),
             messages_after=len(governed),
             fell_back=fell_back,
-            **self._measure(original, raw_tokens, governed, plan),
+            **self._measure(original, raw_tokens, governed, plan, tools_tokens),
         )
         logger.debug("context governance report: %s", report)
         if job is None and not report.within_budget:
@@ -469,45 +622,39 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         self, state: ConversationState, history: Sequence[BaseMessage], plan: WindowPlan
     ) -> SummaryJob | None:
         """What the summary of this call's cut is made of, where one is wanted and missing."""
-        if self.summary_model is None or plan.cut == 0 or plan.omitted == 0:
+        if self._summary_model is None or plan.cut == 0 or plan.omitted == 0:
             return None
-        earlier_cut, earlier = state.summary if state.summary is not None else (0, None)
-        if earlier_cut == plan.cut:
-            return None
-        start = earlier_cut if earlier_cut < plan.cut else 0
         assert self._budget is not None
-        return SummaryJob(
+        return summary_job(
+            state.summary,
+            history,
             cut=plan.cut,
-            dropped=dropped_messages(history, start, plan.cut),
-            earlier=earlier if start else None,
             max_tokens=max(_MIN_SUMMARY_TOKENS, self._budget // 10),
         )
 
     def _summarize(self, job: SummaryJob) -> str | None:
-        try:
-            reply = self.summary_model.invoke(summary_request(job, prompt=self.summary_prompt))
-        except Exception:
-            logger.exception("the summary model failed; the cut keeps its note without one")
-            return None
-        return _summary_of(reply, job)
-
-    async def _asummarize(self, job: SummaryJob) -> str | None:
+        assert self._summary_model is not None
         request = summary_request(job, prompt=self.summary_prompt)
         try:
-            reply = await self.summary_model.ainvoke(request)
-        except Exception:
-            logger.exception("the summary model failed; the cut keeps its note without one")
+            reply = ask_within(self._summary_model, request, timeout=self.summary_timeout)
+        except Exception as error:
+            _log_summary_failure(error)
             return None
-        return _summary_of(reply, job)
+        return summary_of_reply(reply, job)
 
-    @staticmethod
-    def _keep_summary(state: ConversationState, job: SummaryJob, text: str | None) -> None:
-        # Kept also when the model failed (None): one model call per cut, never one per call.
-        state.summary = (job.cut, text)
+    async def _asummarize(self, job: SummaryJob) -> str | None:
+        assert self._summary_model is not None
+        request = summary_request(job, prompt=self.summary_prompt)
+        try:
+            reply = await aask_within(self._summary_model, request, timeout=self.summary_timeout)
+        except Exception as error:
+            _log_summary_failure(error)
+            return None
+        return summary_of_reply(reply, job)
 
     def _run_pipeline(
-        self, state: ConversationState, messages: list[BaseMessage]
-    ) -> tuple[list[BaseMessage], dict[str, int], WindowPlan | None, SummaryJob | None]:
+        self, state: ConversationState, messages: list[BaseMessage], tools_tokens: int
+    ) -> tuple[list[BaseMessage], dict[str, int], WindowPlan | None, SummaryJob | None, int]:
         """The passes in their order, on the conversation's state.
 
         1. Repair the history: pairs and alternation, each group decided once (what the
@@ -518,14 +665,17 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
            profile runs on the request alone.
         4. The last resort, where the request is still too large: compact the newest
            results, then shorten the largest messages (`on_over_budget="truncate"`).
+
+        `tools_tokens` are what this call's tool definitions take of the budget. Returns
+        the request, the changes by pass, the window's plan, the summary the cut needs
+        and the tokens of `messages` as they came.
         """
-        history = state.repairs.read(messages)
-        state.restart_if_needed()
-        changes = dict(state.repairs.last_changes)
-        plan: WindowPlan | None = None
+        read = state.read(messages)
+        history = read.history
+        changes = dict(read.changes)
+        plan = state.plan(history, tools_tokens=tools_tokens)
         job: SummaryJob | None = None
-        if state.window is not None:
-            plan = state.window.plan(history, final=history.final, summary_for=state.summary_for)
+        if plan is not None:
             job = self._summary_job(state, history, plan)
             request = plan.messages
             changes["microcompact"] = plan.compacted
@@ -533,20 +683,23 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         else:
             steps: list[tuple[str, PassFunction]] = [("microcompact", self._microcompact)]
             if self._budget is not None:
-                steps.append(("snip_history", self._snip))
+                snip = functools.partial(self._snip, tools_tokens=tools_tokens)
+                steps.append(("snip_history", snip))
             request, changes = _run_steps(history.to_list(), steps, changes)
         request, changes = _run_steps(request, self._request_repairs(), changes)
         if self._budget is not None and self.on_over_budget != "warn":
             # The window measured its request; a request the repairs left alone is not
             # counted again.
             measured = plan.tokens_after if plan is not None and request is plan.messages else None
-            fit = functools.partial(self._fit_to_budget, measured=measured)
+            fit = functools.partial(
+                self._fit_to_budget, measured=measured, tools_tokens=tools_tokens
+            )
             request, changes = _run_steps(request, [("truncate", fit)], changes)
         if not request and any(not isinstance(m, ToolMessage) for m in messages):
             # Only blank messages were left; a request needs something to answer.
             request = [synthetic_user_turn()]
             changes["apply_provider_rules"] = changes.get("apply_provider_rules", 0) + 1
-        return request, changes, plan, job
+        return request, changes, plan, job, read.raw_tokens
 
     def _repair_group(
         self, group: list[BaseMessage], declared_before: Callable[[str], bool]
@@ -597,25 +750,26 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         raw_tokens: int | None,
         governed: list[BaseMessage],
         plan: WindowPlan | None,
+        tools_tokens: int,
     ) -> dict[str, Any]:
         """Token figures for the report, from what this call measured where it did."""
         figures: dict[str, Any] = {}
         if raw_tokens is None:
-            figures["tokens_before"] = self.count_tokens(original)
+            figures["tokens_before"] = self._counter.count_messages(original) + tools_tokens
         else:
-            fixed = self._counter.request_overhead + self._counter.count_tools(self.tools)
+            fixed = self._counter.request_overhead + tools_tokens
             figures["tokens_before"] = fixed + raw_tokens
         if plan is not None and plan.messages is governed:
             figures["tokens_after"] = plan.tokens_after
         else:
-            figures["tokens_after"] = self.count_tokens(governed)
+            figures["tokens_after"] = self._counter.count_messages(governed) + tools_tokens
         if plan is not None:
             figures["unchanged_prefix_messages"] = plan.unchanged_prefix_messages
             figures["unchanged_prefix_tokens"] = plan.unchanged_prefix_tokens
         return figures
 
     def _fit_to_budget(
-        self, messages: list[BaseMessage], *, measured: int | None = None
+        self, messages: list[BaseMessage], *, measured: int | None = None, tools_tokens: int = 0
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
         """The last resort where the request is still too large: see passes/truncate.py.
 
@@ -628,7 +782,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         targets = [self._budget]
         if self.compaction == "cache_aware":
             targets.insert(0, max(int(self._budget * self.high_watermark), 1))
-        tokens = self.count_tokens(messages) if measured is None else measured
+        if measured is None:
+            tokens = self._counter.count_messages(messages) + tools_tokens
+        else:
+            tokens = measured
         if tokens <= targets[0]:
             return messages, {"truncate": 0}
         fit = None
@@ -637,7 +794,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 messages,
                 max_tokens=target,
                 counter=self._counter,
-                tools_tokens=self._counter.count_tools(self.tools),
+                tools_tokens=tools_tokens,
                 min_chars=self.min_chars,
                 compaction=self._compaction,
                 task_tokens=task_pin_limit(self._budget) if self.pin_task else 0,
@@ -662,13 +819,15 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             compaction=self._compaction,
         )
 
-    def _snip(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
+    def _snip(
+        self, messages: list[BaseMessage], *, tools_tokens: int
+    ) -> tuple[list[BaseMessage], int]:
         assert self._budget is not None
         return snip_history_with_count(
             messages,
             max_tokens=self._budget,
             counter=self._counter,
-            tools_tokens=self._counter.count_tools(self.tools),
+            tools_tokens=tools_tokens,
             pin_task=self.pin_task,
         )
 
@@ -706,15 +865,28 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return (await agovern_in_run(self, input, config)).messages
 
 
+_PACKAGE_NAME = "langchain-context-governance"
+try:
+    _PACKAGE_VERSION = importlib.metadata.version(_PACKAGE_NAME)
+except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+    _PACKAGE_VERSION = "unknown"
+# Where a `store` keeps the records, by thread id.
+_STORE_NAMESPACE = (RECORD_KEY,)
+
 _PAIR_REPAIRS: list[tuple[str, PassFunction]] = [
     ("drop_orphan_tool_results", drop_orphan_tool_results_with_count),
     ("backfill_missing_tool_results", backfill_missing_tool_results_with_count),
 ]
 
 
-def _summary_of(reply: Any, job: SummaryJob) -> str | None:
-    message = reply if isinstance(reply, BaseMessage) else AIMessage(str(reply))
-    return summary_text(message, max_tokens=job.max_tokens)
+def _log_summary_failure(error: Exception) -> None:
+    if isinstance(error, TimeoutError):
+        logger.warning("context governance: %s; the cut keeps its note without one", error)
+    else:
+        logger.error(
+            "context governance: the summary model failed; the cut keeps its note without one",
+            exc_info=error,
+        )
 
 
 def _warn_over_budget(report: GovernanceReport) -> None:

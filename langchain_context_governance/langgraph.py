@@ -1,15 +1,19 @@
 """The LangGraph pre-model node: govern the graph's messages before every model call.
 
 Governance runs inside the agent loop, once per model call, because one user turn can
-run dozens of tool iterations and the request changes after each of them.
+run dozens of tool iterations and the request changes after each of them. The node keeps
+the conversation's governance record (state/record.py) in the graph state under
+`RECORD_KEY`, so the checkpointer saves it with the thread and any worker continues
+from it.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Collection, Mapping
+from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
@@ -17,15 +21,21 @@ from langgraph.graph import MessagesState
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langchain_context_governance.governor import ContextGovernor, GovernanceResult
+from langchain_context_governance.state.record import RECORD_KEY
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run, report_as_dict
 
 __all__ = [
     "LLM_INPUT_MESSAGES_KEY",
     "PRE_MODEL_HOOK_MODES",
+    "RECORD_KEY",
+    "GovernanceRecordField",
     "GovernedMessagesState",
     "PreModelHookMode",
     "build_pre_model_hook",
+    "keep_latest_record",
 ]
+
+logger = logging.getLogger(__name__)
 
 PreModelHookMode = Literal["llm_input", "replace"]
 PRE_MODEL_HOOK_MODES: tuple[PreModelHookMode, ...] = ("llm_input", "replace")
@@ -34,37 +44,96 @@ LLM_INPUT_MESSAGES_KEY = "llm_input_messages"
 """The state key `create_react_agent` sends to the model instead of `messages`."""
 
 _MESSAGES_KEY = "messages"
+# The config key under which LangGraph gives a node its state reader.
+_CONFIG_KEY_READ = "__pregel_read"
 _NODE_NAME = "context_governance"
 
 
-class GovernedMessagesState(MessagesState, total=False):
-    """`MessagesState` plus `llm_input_messages`, for hand-written graphs in `llm_input` mode.
+def keep_latest_record(
+    current: dict[str, Any] | None, update: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The reducer of `RECORD_KEY`: the record written last wins; None leaves it as it is.
 
-    LangGraph drops update keys the state does not declare, so a plain `MessagesState`
-    would silently lose the governed copy. The model node reads
-    `state["llm_input_messages"]`; `state["messages"]` stays the whole history.
+    Example:
+        >>> keep_latest_record({"serial": "a"}, {"serial": "b"})
+        {'serial': 'b'}
+        >>> keep_latest_record({"serial": "a"}, None)
+        {'serial': 'a'}
+    """
+    return current if update is None else update
+
+
+GovernanceRecordField = Annotated[dict[str, Any] | None, keep_latest_record]
+"""The type of the `RECORD_KEY` field in a graph state: declare
+`context_governance: GovernanceRecordField` in your state schema (plain data: the
+checkpointer stores it with the thread)."""
+
+
+class GovernedMessagesState(MessagesState, total=False):
+    """`MessagesState` plus `llm_input_messages` and the governance record.
+
+    For hand-written graphs: LangGraph drops update keys the state does not declare, so
+    a plain `MessagesState` would silently lose the governed copy (in `llm_input` mode)
+    and the record. The model node reads `state["llm_input_messages"]`;
+    `state["messages"]` stays the whole history; `state["context_governance"]` is the
+    governance record the checkpointer keeps with the thread.
     """
 
     llm_input_messages: list[AnyMessage]
+    context_governance: GovernanceRecordField
 
 
-@dataclass(frozen=True)
 class _PreModelNode:
     """Reads the graph state, governs its messages, writes the update for `mode`."""
 
-    governor: ContextGovernor
-    mode: PreModelHookMode
-    report_key: str | None = None
+    def __init__(
+        self, governor: ContextGovernor, mode: PreModelHookMode, report_key: str | None
+    ) -> None:
+        self.governor = governor
+        self.mode = mode
+        self.report_key = report_key
+        self._warned = threading.Event()
 
     def update_for(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         messages = _state_messages(state)
-        return self._update(messages, govern_in_run(self.governor, messages, config))
+        channels = self._channels(config)
+        result = govern_in_run(self.governor, messages, config, record=_state_record(state))
+        return self._update(messages, result, channels)
 
     async def aupdate_for(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         messages = _state_messages(state)
-        return self._update(messages, await agovern_in_run(self.governor, messages, config))
+        channels = self._channels(config)
+        record = _state_record(state)
+        result = await agovern_in_run(self.governor, messages, config, record=record)
+        return self._update(messages, result, channels)
 
-    def _update(self, messages: list[BaseMessage], result: GovernanceResult) -> dict[str, Any]:
+    def _channels(self, config: RunnableConfig) -> Collection[str] | None:
+        """The graph's state keys; warns once where the model cannot see the governed copy."""
+        channels = _graph_channels(config)
+        if (
+            channels is not None
+            and self.mode == "llm_input"
+            and LLM_INPUT_MESSAGES_KEY not in channels
+            and not self._warned.is_set()
+        ):
+            self._warned.set()
+            logger.warning(
+                "context governance: the graph state has no %r key, so the governed copy "
+                "this pre-model node returns is dropped and the model sees the whole, "
+                "ungoverned history. Declare it (GovernedMessagesState, or "
+                "create_react_agent(pre_model_hook=...), which does) and have the model "
+                "node read state[%r], or use as_pre_model_hook(mode='replace').",
+                LLM_INPUT_MESSAGES_KEY,
+                LLM_INPUT_MESSAGES_KEY,
+            )
+        return channels
+
+    def _update(
+        self,
+        messages: list[BaseMessage],
+        result: GovernanceResult,
+        channels: Collection[str] | None,
+    ) -> dict[str, Any]:
         governed = result.messages
         if not governed:
             # create_react_agent treats an empty llm_input_messages as absent and would
@@ -80,6 +149,8 @@ class _PreModelNode:
             update = {LLM_INPUT_MESSAGES_KEY: governed}
         if self.report_key is not None:
             update[self.report_key] = report_as_dict(result.report)
+        if channels is None or RECORD_KEY in channels:
+            update[RECORD_KEY] = result.record
         return update
 
 
@@ -103,9 +174,18 @@ def build_pre_model_hook(
     (declare the key in the state, or LangGraph drops it). Each call shows in traces as a
     child run named "ContextGovernor" whose outputs carry the report.
 
+    The node reads the conversation's governance record from `state["context_governance"]`
+    (`RECORD_KEY`) and writes the updated one there, where the state declares the key
+    (`GovernedMessagesState` does; add `context_governance: GovernanceRecordField` to
+    your own schema): the checkpointer keeps it with the thread, so another worker, or
+    this one after a restart, continues with the same summary and prefix report instead
+    of asking the summary model again. Without the key, the state lives in this process.
+
     The node works the same under `invoke`, `ainvoke`, `stream` and `astream`, finds
     the conversation's state by the run's `thread_id`, and raises ValueError rather
-    than return an empty list of messages.
+    than return an empty list of messages. In `llm_input` mode on a graph whose state
+    has no `llm_input_messages` key it logs one WARNING: the model would never see the
+    governed copy.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -121,8 +201,8 @@ def build_pre_model_hook(
         raise ValueError(f"mode must be one of {PRE_MODEL_HOOK_MODES}, got {mode!r}")
     if report_key is not None and (not isinstance(report_key, str) or not report_key):
         raise ValueError(f"report_key must be a non-empty string or None, got {report_key!r}")
-    if report_key in (_MESSAGES_KEY, LLM_INPUT_MESSAGES_KEY):
-        raise ValueError(f"report_key must not be {report_key!r}: the node writes messages there")
+    if report_key in (_MESSAGES_KEY, LLM_INPUT_MESSAGES_KEY, RECORD_KEY):
+        raise ValueError(f"report_key must not be {report_key!r}: the node writes there")
     node = _PreModelNode(governor=governor, mode=mode, report_key=report_key)
     return RunnableLambda(node.update_for, afunc=node.aupdate_for, name=_NODE_NAME)
 
@@ -139,6 +219,29 @@ def _state_messages(state: Any) -> list[BaseMessage]:
             f"state[{_MESSAGES_KEY!r}] (use MessagesState or a state that declares it)"
         )
     return list(messages)
+
+
+def _state_record(state: Any) -> Mapping[str, Any] | None:
+    """The governance record in the graph state, where there is one."""
+    if isinstance(state, Mapping):
+        record = state.get(RECORD_KEY)
+    else:
+        record = getattr(state, RECORD_KEY, None)
+    return record if isinstance(record, Mapping) else None
+
+
+def _graph_channels(config: RunnableConfig) -> Collection[str] | None:
+    """The state keys of the graph running this node, or None where it cannot be told.
+
+    LangGraph installs its state reader in the node's config as
+    `functools.partial(local_read, scratchpad, channels, ...)`; langgraph.prebuilt's
+    ToolNode reads the channels the same way.
+    """
+    reader = (config.get("configurable") or {}).get(_CONFIG_KEY_READ)
+    arguments: tuple[Any, ...] = getattr(reader, "args", ())
+    if len(arguments) > 1 and isinstance(arguments[1], Mapping):
+        return set(arguments[1])
+    return None
 
 
 def _replacement_of_history(governed: list[BaseMessage]) -> list[BaseMessage]:

@@ -8,143 +8,161 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any, cast
 
-from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
+from langgraph.types import Command
+from typing_extensions import NotRequired
 
 from langchain_context_governance.governor import ContextGovernor, GovernanceResult
-from langchain_context_governance.model_settings import model_label
+from langchain_context_governance.langgraph import keep_latest_record
+from langchain_context_governance.model_settings import model_label, settings_for_model
+from langchain_context_governance.state.record import RECORD_KEY
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run
 
 try:
     from langchain.agents.middleware import (
         AgentMiddleware,
         AgentState,
+        ExtendedModelResponse,
         ModelCallResult,
         ModelRequest,
         ModelResponse,
     )
+    from langchain.agents.middleware.types import PrivateStateAttr
 except ImportError as error:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
-        "ContextGovernanceMiddleware needs langchain: "
+        "ContextGovernanceMiddleware needs langchain >= 1.2.9: "
         'pip install "langchain-context-governance[agents]"'
     ) from error
 
-__all__ = ["ContextGovernanceMiddleware"]
+__all__ = ["ContextGovernanceMiddleware", "GovernedAgentState"]
 
 logger = logging.getLogger(__name__)
 
 # Models one agent calls are few (a main model and its fallbacks); the oldest is dropped.
 MAX_GOVERNED_MODELS = 32
-# The window comes from the called model, the tools from the request.
-_NOT_KEPT = ("context_window_tokens", "tools")
+# What the called model decides where the user did not: its window (with its output
+# reservation and counter, as `ContextGovernor.from_model` reads them) and its profile.
+_SIZE_SETTING = "context_window_tokens"
+_PROFILE_SETTINGS = ("provider", "chat_template")
+# The tools sent are the request's, on each call.
+_PER_CALL = ("tools",)
 
 
-class _GovernorForTools:
-    """The governor to use for a request's tools, reused while the tools stay the same.
+class GovernedAgentState(AgentState[Any]):
+    """The agent state plus the governance record, which the checkpointer keeps with the
+    thread (private: not part of the agent's input or output)."""
 
-    Tool definitions are sent with every request, so they count against the budget;
-    a governor copy holds them. The agent passes the same tool objects on every call.
-    Replacing `_last` whole is atomic, so concurrent calls need no lock: at worst two
-    of them build the same copy.
+    context_governance: NotRequired[
+        Annotated[dict[str, Any] | None, PrivateStateAttr, keep_latest_record]
+    ]
+
+
+class _GovernorsByModel:
+    """The governor for each model called: the user's, completed from the model.
+
+    Routing and fallback middleware swap `request.model`. Where the user gave no window,
+    it is read from the model actually called (`ContextGovernor.from_model`); where the
+    user gave no provider profile (nor chat template), the model's is taken
+    (`settings_for_model(model)["provider"]`, where the model says). The settings the
+    user set are kept. One governor per model object, so each keeps its conversations.
     """
 
     def __init__(self, governor: ContextGovernor) -> None:
         self._governor = governor
-        self._last: tuple[tuple[Any, ...], ContextGovernor] = (
-            tuple(governor.tools or ()),
-            governor,
-        )
-
-    def for_tools(self, tools: Sequence[Any]) -> ContextGovernor:
-        key = tuple(tools)
-        last_tools, last_governor = self._last
-        if _same_objects(key, last_tools):
-            return last_governor
-        governor = self._governor.with_tools(key)
-        self._last = (key, governor)
-        return governor
-
-
-class _GovernorForModels:
-    """For a governor built without a window: a governor sized for each model called.
-
-    Routing and fallback middleware swap `request.model`, so the window is read from the
-    model actually called (`ContextGovernor.from_model`), with the settings the user set
-    by hand kept. One governor per model object, so each keeps its replay state.
-    """
-
-    def __init__(self, governor: ContextGovernor) -> None:
-        self._governor = governor
+        user_set = governor.model_fields_set
         self._settings = {
             name: getattr(governor, name)
-            for name in governor.model_fields_set
-            if name not in _NOT_KEPT
+            for name in user_set
+            if name != _SIZE_SETTING and name not in _PER_CALL
         }
-        self._by_model: OrderedDict[int, tuple[Any, _GovernorForTools]] = OrderedDict()
+        self._sized = _SIZE_SETTING not in user_set and governor.context_window_tokens is None
+        self._profiled = not any(name in user_set for name in _PROFILE_SETTINGS)
+        self._by_model: OrderedDict[int, tuple[Any, ContextGovernor]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def for_model(self, model: Any) -> _GovernorForTools:
+    def for_model(self, model: Any) -> ContextGovernor:
+        if not (self._sized or self._profiled):
+            return self._governor
         with self._lock:
             found = self._by_model.get(id(model))
             if found is not None and found[0] is model:
                 self._by_model.move_to_end(id(model))
                 return found[1]
-        governors = _GovernorForTools(self._sized_for(model))
+        governor = self._completed_for(model)
         with self._lock:
-            self._by_model[id(model)] = (model, governors)
+            self._by_model[id(model)] = (model, governor)
             if len(self._by_model) > MAX_GOVERNED_MODELS:
                 self._by_model.popitem(last=False)
-        return governors
+        return governor
 
-    def _sized_for(self, model: Any) -> ContextGovernor:
-        try:
-            return type(self._governor).from_model(model, **self._settings)
-        except ValueError as error:
-            logger.warning(
-                "context governance: cannot size the request for %s (%s); it is repaired "
-                "but not trimmed",
-                model_label(model),
-                error,
-            )
+    def _completed_for(self, model: Any) -> ContextGovernor:
+        if self._sized:
+            try:
+                return type(self._governor).from_model(model, **self._settings)
+            except ValueError as error:
+                logger.warning(
+                    "context governance: cannot size the request for %s (%s); it is "
+                    "repaired but not trimmed",
+                    model_label(model),
+                    error,
+                )
+        if not self._profiled:
             return self._governor
+        found = settings_for_model(model)
+        profile = {name: found[name] for name in _PROFILE_SETTINGS if name in found}
+        current = {name: getattr(self._governor, name) for name in profile}
+        if not profile or profile == current:
+            return self._governor
+        return self._governor.model_copy(update=profile)
 
 
-class ContextGovernanceMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+class ContextGovernanceMiddleware(AgentMiddleware[GovernedAgentState, Any, Any]):
     """Govern each model request of a `create_agent` agent; the agent state stays whole.
 
-    Before every model call (`wrap_model_call`, `awrap_model_call`) the request's
-    messages are governed together with its system message, and its tool definitions
-    count against the budget, since both are sent with the messages. Only the request
-    changes: the agent state, and what a checkpointer saves, keep every message.
+    Takes the governor's settings (`ContextGovernanceMiddleware(context_window_tokens=
+    128_000, keep_recent=4)`, as `ContextGovernor` takes them), or a governor. Before
+    every model call (`wrap_model_call`, `awrap_model_call`) the request's messages are
+    governed together with its system message, and the request's tool definitions count
+    against the budget of that call, since both are sent with the messages. Only the
+    request changes: the agent state, and what a checkpointer saves, keep every message.
 
-    A governor built without `context_window_tokens` is sized for each call from
-    `request.model` (its profile, as `ContextGovernor.from_model` reads it), so models
-    swapped in by routing or fallback middleware are governed for their own window;
-    settings set on the governor by hand are kept. Each call shows in traces as a child
-    run named "ContextGovernor" whose outputs carry the report.
+    The model of each call decides what the user did not set: without a window, the
+    request is sized for `request.model` (its profile, as `ContextGovernor.from_model`
+    reads it), and without `provider` (or `chat_template`), the model's provider
+    profile is used, so models swapped in by routing or fallback middleware are
+    governed for their own window and rules. The conversation's governance record is
+    kept in the agent state (`state_schema` declares it, privately), so the checkpointer
+    saves it with the thread and any worker continues from it. Each call shows in traces
+    as a child run named "ContextGovernor" whose outputs carry the report.
 
     Example:
         >>> from langchain.agents import create_agent
         >>> from langchain_core.messages import AIMessage, HumanMessage
-        >>> from langchain_context_governance import ContextGovernor
         >>> from langchain_context_governance.testing import ScriptedChatModel
         >>> model = ScriptedChatModel([AIMessage("hello")], max_input_tokens=8_000)
-        >>> governor = ContextGovernor.from_model(model, max_output_tokens=1_000)
-        >>> agent = create_agent(
-        ...     model, [], middleware=[ContextGovernanceMiddleware(governor)]
-        ... )
+        >>> middleware = ContextGovernanceMiddleware(max_output_tokens=1_000)
+        >>> agent = create_agent(model, [], middleware=[middleware])
         >>> agent.invoke({"messages": [HumanMessage("hi")]})["messages"][-1].content
         'hello'
     """
 
-    def __init__(self, governor: ContextGovernor) -> None:
-        if not isinstance(governor, ContextGovernor):
+    state_schema = GovernedAgentState
+
+    def __init__(self, governor: ContextGovernor | None = None, **settings: Any) -> None:
+        if governor is None:
+            governor = ContextGovernor(**settings)
+        elif not isinstance(governor, ContextGovernor):
             raise TypeError(f"governor must be a ContextGovernor, got {type(governor).__name__}")
+        elif settings:
+            raise TypeError(
+                "ContextGovernanceMiddleware takes a governor or its settings, not both; "
+                f"got a governor and {sorted(settings)}"
+            )
         self.governor = governor
-        self._governors = _GovernorForTools(governor)
-        self._per_model = _GovernorForModels(governor) if governor.budget is None else None
+        self._governors = _GovernorsByModel(governor)
 
     def wrap_model_call(
         self,
@@ -152,7 +170,8 @@ class ContextGovernanceMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelCallResult[Any]:
         governor, sent = self._governor_and_messages(request)
-        return handler(_with_messages(request, govern_in_run(governor, sent), sent))
+        result = govern_in_run(governor, sent, tools=request.tools, record=_record_of(request))
+        return _with_record(handler(_with_messages(request, result)), result)
 
     async def awrap_model_call(
         self,
@@ -160,43 +179,45 @@ class ContextGovernanceMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelCallResult[Any]:
         governor, sent = self._governor_and_messages(request)
-        result = await agovern_in_run(governor, sent)
-        return await handler(_with_messages(request, result, sent))
+        record = _record_of(request)
+        result = await agovern_in_run(governor, sent, tools=request.tools, record=record)
+        return _with_record(await handler(_with_messages(request, result)), result)
 
     def _governor_and_messages(
         self, request: ModelRequest[Any]
     ) -> tuple[ContextGovernor, list[BaseMessage]]:
-        """The governor for this call's model and tools, and the messages the call sends."""
-        governors = self._governors
-        if self._per_model is not None:
-            governors = self._per_model.for_model(request.model)
+        """The governor for this call's model, and the messages the call sends."""
         sent: list[BaseMessage] = [*request.messages]
         if request.system_message is not None:
             sent.insert(0, request.system_message)
-        return governors.for_tools(request.tools), sent
+        return self._governors.for_model(request.model), sent
 
 
-def _with_messages(
-    request: ModelRequest[Any], result: GovernanceResult, sent: list[BaseMessage]
-) -> ModelRequest[Any]:
-    had_system = request.system_message is not None
-    governed_system, messages = _split_system_message(result.messages, had_system=had_system)
-    return request.override(
-        system_message=governed_system, messages=cast("list[AnyMessage]", messages)
+def _record_of(request: ModelRequest[Any]) -> Mapping[str, Any] | None:
+    record = request.state.get(RECORD_KEY) if isinstance(request.state, Mapping) else None
+    return record if isinstance(record, Mapping) else None
+
+
+def _with_messages(request: ModelRequest[Any], result: GovernanceResult) -> ModelRequest[Any]:
+    """The request with the governed messages, its system message taken back off the front.
+
+    A profile without a system role (e.g. "gemma") writes the system text into the first
+    user turn: the request then has no system message of its own.
+    """
+    governed = result.messages
+    system: SystemMessage | None = None
+    if request.system_message is not None and governed and isinstance(governed[0], SystemMessage):
+        system, governed = governed[0], governed[1:]
+    return request.override(system_message=system, messages=cast("list[AnyMessage]", governed))
+
+
+def _with_record(response: ModelCallResult[Any], result: GovernanceResult) -> ModelCallResult[Any]:
+    """The model's response with the conversation's updated record for the agent state."""
+    if isinstance(response, ExtendedModelResponse):
+        # An inner handler's own command; LangChain's composition never hands one here.
+        return response
+    if isinstance(response, AIMessage):
+        response = ModelResponse(result=[response])
+    return ExtendedModelResponse(
+        model_response=response, command=Command(update={RECORD_KEY: result.record})
     )
-
-
-def _split_system_message(
-    governed: list[BaseMessage], *, had_system: bool
-) -> tuple[SystemMessage | None, list[BaseMessage]]:
-    """Take the request's system message back off the front of the governed list."""
-    if not had_system:
-        return None, governed
-    first = governed[0]
-    # Governance never drops, merges or moves a leading system message.
-    assert isinstance(first, SystemMessage)
-    return first, governed[1:]
-
-
-def _same_objects(first: tuple[Any, ...], second: tuple[Any, ...]) -> bool:
-    return len(first) == len(second) and all(a is b for a, b in zip(first, second, strict=True))

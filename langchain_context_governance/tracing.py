@@ -9,6 +9,7 @@ pass, the unchanged prefix.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -43,9 +44,15 @@ def _run_outputs(result: GovernanceResult) -> dict[str, Any]:
 
 
 def govern_in_run(
-    governor: ContextGovernor, messages: GovernorInput, config: RunnableConfig | None = None
+    governor: ContextGovernor,
+    messages: GovernorInput,
+    config: RunnableConfig | None = None,
+    *,
+    tools: Sequence[Any] | None = None,
+    record: Mapping[str, Any] | None = None,
 ) -> GovernanceResult:
-    """`governor.govern(messages)` as a chain run named after the governor.
+    """`governor.govern(messages, tools=..., record=...)` as a chain run named after the
+    governor.
 
     Without `config`, the run nests under the run that is current (a graph node, a
     middleware's model call), as LangChain's own runnables do. The conversation is the
@@ -59,7 +66,9 @@ def govern_in_run(
         run_id=config.pop("run_id", None),
     )
     try:
-        result = governor.govern(messages, thread_id=thread_id_of(config))
+        result = governor.govern(
+            messages, thread_id=thread_id_of(config), tools=tools, record=record
+        )
     except BaseException as error:
         run_manager.on_chain_error(error)
         raise
@@ -68,7 +77,12 @@ def govern_in_run(
 
 
 async def agovern_in_run(
-    governor: ContextGovernor, messages: GovernorInput, config: RunnableConfig | None = None
+    governor: ContextGovernor,
+    messages: GovernorInput,
+    config: RunnableConfig | None = None,
+    *,
+    tools: Sequence[Any] | None = None,
+    record: Mapping[str, Any] | None = None,
 ) -> GovernanceResult:
     """`govern_in_run` for async callers: async callback handlers are awaited."""
     config = ensure_config(config)
@@ -79,7 +93,9 @@ async def agovern_in_run(
         run_id=config.pop("run_id", None),
     )
     try:
-        result = await governor.agovern(messages, thread_id=thread_id_of(config))
+        result = await governor.agovern(
+            messages, thread_id=thread_id_of(config), tools=tools, record=record
+        )
     except BaseException as error:
         await run_manager.on_chain_error(error)
         raise

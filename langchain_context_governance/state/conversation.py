@@ -3,11 +3,16 @@
 One compiled LangGraph graph, and so one governor, serves every thread of a server. A
 conversation's state lets a call cost only what is new in its history: the repairs
 decided so far, the replay of the compaction policy, the previous request for the
-prefix report. It is found by the thread id LangGraph gives each run
-(`config["configurable"]["thread_id"]`); plain calls without a thread are matched to
-a state by the history itself. Everything in a state is rebuilt from the history when
-it is missing (after a restart, on another worker, after eviction), and a rebuilt
-state gives the same request as the one it replaces.
+prefix report, the summary of the latest cut. It is found by the thread id LangGraph
+gives each run (`config["configurable"]["thread_id"]`); plain calls without a thread
+are matched to a state by the history itself.
+
+What is a function of the history (the repairs, the replay) is rebuilt from it when it
+is missing (after a restart, on another worker, after eviction), and a rebuilt state
+gives the same request as the one it replaces. What is not (the summary text, the
+previous request, the warning logged) travels with the thread in a `GovernanceRecord`
+(state/record.py): `ConversationState.to_record()` writes it, `continue_from(record)`
+takes it up on another worker. The states here are a cache in front of the records.
 """
 
 from __future__ import annotations
@@ -20,55 +25,162 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from langchain_context_governance.state.repair_stream import RepairStream
-from langchain_context_governance.state.window import BatchedWindow
+from langchain_context_governance.state.record import (
+    GovernanceRecord,
+    HistoryMark,
+    PreviousRequest,
+    SummaryRecord,
+)
+from langchain_context_governance.state.repair_stream import (
+    RepairedHistory,
+    RepairStream,
+    StreamRead,
+)
+from langchain_context_governance.state.window import BatchedWindow, WindowPlan
 
 DEFAULT_MAX_CONVERSATIONS = 10_000
 # States kept per thread (several agents of one graph may share a thread, each with its
 # own message list) and for calls without a thread (matched by their history).
 _STATES_PER_THREAD = 4
 _STATES_WITHOUT_THREAD = 8
+# Replays kept per conversation, one per size of the tool definitions sent: an agent
+# whose tool set changes between calls (two sets alternating) keeps each replay going
+# instead of replaying the history anew at every change.
+_REPLAYS_PER_CONVERSATION = 3
+
+# Makes the compaction replay for a request whose tool definitions take that many tokens.
+NewWindow = Callable[[int], BatchedWindow]
 
 
 @dataclass
 class ConversationState:
     """Everything the governor learned about one conversation.
 
-    `repairs` holds the repair decisions, group by group; `window` the replay of the
-    cache-aware policy (None without a budget or with `compaction="keep_recent"`);
-    `over_budget_warned` whether the conversation's over-budget warning was logged;
-    `summary` the summary model's text for the latest cut, by the cut's position (None
-    where the model failed: it is asked once per cut).
+    `repairs` holds the repair decisions, group by group; the compaction replays (one per
+    size of the tool definitions, made by `new_window`; none without a budget or with
+    `compaction="keep_recent"`) the cache-aware policy's decisions; `summary` the summary
+    model's text for the latest cut; `previous_request` the digests of the previous
+    request; `over_budget_warned` whether the conversation's over-budget warning was
+    logged; `calibration` the counter's calibration (kept as given); `serial` the
+    record this state wrote or took up last.
     A state serves one call at a time (`lock`); a call that finds it busy governs with a
     fresh state instead, which gives the same request.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> def new_state() -> ConversationState:
+        ...     one = lambda message: 1
+        ...     repairs = RepairStream(repair_group=lambda m, d: (m, {}), count_message=one)
+        ...     return ConversationState(repairs, count_message=one)
+        >>> state = new_state()
+        >>> [m.content for m in state.read([HumanMessage("hi")]).history]
+        ['hi']
+        >>> record = state.to_record(settings="s", history=[HumanMessage("hi")])
+        >>> elsewhere = new_state()
+        >>> elsewhere.continue_from(record, [HumanMessage("hi")])
+        >>> elsewhere.serial == record.serial
+        True
     """
 
     repairs: RepairStream
-    window: BatchedWindow | None
+    new_window: NewWindow | None = None
+    count_message: Callable[[BaseMessage], int] = field(default=lambda message: 0, repr=False)
+    summary: SummaryRecord | None = None
+    previous_request: PreviousRequest | None = None
     over_budget_warned: bool = False
-    summary: tuple[int, str | None] | None = None
+    calibration: Mapping[str, Any] | None = None
+    serial: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _windows: OrderedDict[int, BatchedWindow] = field(default_factory=OrderedDict, repr=False)
 
-    def forget(self) -> None:
-        """Start over from the next call's history (after a failed call)."""
+    def start_over(self) -> None:
+        """Forget the history read and what was decided on it (after a failed call)."""
         self.repairs.start_over()
-        self._forget_window()
-
-    def restart_if_needed(self) -> None:
-        """Forget the replay when the repairs had to start over (the history was edited)."""
-        if self.repairs.restarted:
-            self._forget_window()
-
-    def summary_for(self, cut: int) -> str | None:
-        """The summary made for a cut at `cut`, if there is one."""
-        if self.summary is None or self.summary[0] != cut:
-            return None
-        return self.summary[1]
-
-    def _forget_window(self) -> None:
-        if self.window is not None:
-            self.window.reset()
+        self._windows.clear()
         self.summary = None
+
+    def read(self, messages: Sequence[BaseMessage]) -> StreamRead:
+        """The repaired history of `messages` (see `RepairStream.read`).
+
+        Where the messages do not continue what was read (the history was edited), the
+        decisions made on the old history, and its summary, are forgotten with it.
+        """
+        read = self.repairs.read(messages)
+        if read.restarted:
+            self._windows.clear()
+            self.summary = None
+        return read
+
+    def plan(self, history: RepairedHistory, *, tools_tokens: int) -> WindowPlan | None:
+        """The cache-aware policy's request for this call, or None without a replay.
+
+        `tools_tokens` are what this call's tool definitions take; the prefix report
+        compares with the conversation's previous request, also where another worker
+        sent it (by the record's digests).
+        """
+        window = self._window_for(tools_tokens)
+        if window is None:
+            return None
+        previous = self.previous_request
+        window.previous_request = None if previous is None else previous.local
+        plan = window.plan(history, final=history.final, summary_for=self._summary_text)
+        local = window.previous_request
+        if previous is None:
+            self.previous_request = PreviousRequest(b"", None).followed_by(plan.messages, local)[0]
+            return plan
+        self.previous_request, unchanged = previous.followed_by(plan.messages, local)
+        if unchanged is not None:
+            plan.unchanged_prefix_messages = unchanged
+            changed = sum(map(self.count_message, plan.messages[unchanged:]))
+            plan.unchanged_prefix_tokens = max(plan.tokens_after - changed, 0)
+        return plan
+
+    def continue_from(self, record: GovernanceRecord, messages: Sequence[BaseMessage]) -> None:
+        """Take up what `record` knows, where another worker wrote it since this state's.
+
+        The record must continue `messages` (`record.history.continued_by`). What this
+        state read of another history (the thread was edited elsewhere) is forgotten.
+        """
+        if record.serial == self.serial:
+            return
+        if not self.repairs.continued_by(messages):
+            self.start_over()
+        self.summary = record.summary
+        self.previous_request = (
+            None if record.previous_request is None else PreviousRequest(record.previous_request)
+        )
+        self.over_budget_warned = record.over_budget_warned
+        self.calibration = record.calibration
+        self.serial = record.serial
+
+    def to_record(self, *, settings: str, history: Sequence[BaseMessage]) -> GovernanceRecord:
+        """The record of this state after a call on `history`, under `settings`."""
+        previous = self.previous_request
+        record = GovernanceRecord(
+            settings=settings,
+            history=HistoryMark.of(history),
+            summary=self.summary,
+            previous_request=None if previous is None else previous.digests,
+            over_budget_warned=self.over_budget_warned,
+            calibration=self.calibration,
+        )
+        self.serial = record.serial
+        return record
+
+    def _window_for(self, tools_tokens: int) -> BatchedWindow | None:
+        if self.new_window is None:
+            return None
+        window = self._windows.get(tools_tokens)
+        if window is None:
+            window = self._windows[tools_tokens] = self.new_window(tools_tokens)
+            if len(self._windows) > _REPLAYS_PER_CONVERSATION:
+                self._windows.popitem(last=False)
+        else:
+            self._windows.move_to_end(tools_tokens)
+        return window
+
+    def _summary_text(self, cut: int) -> str | None:
+        return None if self.summary is None else self.summary.text_for(cut)
 
 
 def thread_id_of(config: Mapping[str, Any] | None) -> str | None:
@@ -89,8 +201,9 @@ class Conversations:
     Example:
         >>> from langchain_context_governance.state.repair_stream import RepairStream
         >>> def new_state():
-        ...     repairs = RepairStream(repair_group=lambda m, d: (m, {}), count_message=len)
-        ...     return ConversationState(repairs, window=None)
+        ...     one = lambda message: 1
+        ...     repairs = RepairStream(repair_group=lambda m, d: (m, {}), count_message=one)
+        ...     return ConversationState(repairs)
         >>> conversations = Conversations(new_state, max_conversations=2)
         >>> first = conversations.state_for("thread-1", [])
         >>> first is conversations.state_for("thread-1", [])

@@ -23,9 +23,12 @@ after its conversation moved on (a later group) answers nothing there and is dro
 its call was already answered with the placeholder, and moving the result back would
 rewrite a prefix the provider's prompt cache holds.
 
-The stream keeps no message objects of the history: positions, weak references and
-fingerprints of what it read, the call ids declared, and the few messages that repairs
-created.
+The stream keeps no message objects and no copy of message content: positions, weak
+references and fingerprints of what it read, the call ids declared, and for each
+message a repair made, how to make it again from the caller's messages (a recipe). A
+made message is kept only as long as the messages it was made from are alive, and is
+served only to a call that passes those very objects: a conversation is never given a
+message made from another conversation's messages, however equal their text.
 """
 
 from __future__ import annotations
@@ -40,14 +43,9 @@ from typing import overload
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from langchain_context_governance._added import (
-    synthetic_user_turn,
-)
+from langchain_context_governance._added import synthetic_user_turn
 from langchain_context_governance._messages import iter_declared_tool_calls, message_fingerprint
-from langchain_context_governance.passes.alternation import (
-    can_merge_turns,
-    merge_turns,
-)
+from langchain_context_governance.passes.alternation import can_merge_turns, merge_turns
 
 # A group's repair: its messages (a head and the tool results after it) and whether a call
 # id was declared before the group, to the repaired messages and the changes by pass.
@@ -64,26 +62,54 @@ BRIDGE_PASS_NAME = "apply_provider_rules"
 _MADE = -1
 _dereference = weakref.ref.__call__
 
+# How a made message is made again from the caller's messages: (kind, start, stop, k) for
+# the group of messages[start:stop]:
+_GROUP_OUTPUT = 0  # output k of the group's repair
+_USER_TURN = 1  # the user turn made before the group's first output
+_BRIDGE = 2  # message k of what the provider wants between the message before and the group
+# ... or (_MERGED, parts): the merge of its parts in order (a caller index or a recipe).
+_MERGED = 3
+Recipe = tuple[int, int, int, int] | tuple[int, tuple["Part", ...]]
+Part = int | Recipe
+
+
+@dataclass(frozen=True)
+class StreamRead:
+    """What one `RepairStream.read` found.
+
+    `history` is the repaired history of the call; `restarted` whether the messages did
+    not continue what was read before (the stream started over); `raw_tokens` the
+    tokens of the messages as they came; `changes` the repairs of the whole history, by
+    pass (also those decided on earlier calls).
+    """
+
+    history: RepairedHistory
+    restarted: bool
+    raw_tokens: int
+    changes: dict[str, int]
+
 
 class RepairedHistory(Sequence[BaseMessage]):
     """The repaired history of one call: the final part from the stream, then the pending part.
 
-    Final messages are read from the caller's list by position, or are messages a repair
-    made; positions below `final` never change while the history only grows.
+    Final messages are read from the caller's list by position, or made again by the
+    stream where a repair made them; positions below `final` never change while the
+    history only grows.
     """
 
     def __init__(
         self,
         messages: Sequence[BaseMessage],
-        sources: array[int],
-        made: Mapping[int, BaseMessage],
+        stream: RepairStream,
         pending: list[BaseMessage],
     ) -> None:
         self._messages = messages
-        self._sources = sources
-        self._made = made
+        self._stream = stream
+        self._sources = stream._sources
         self._pending = pending
-        self.final = len(sources)
+        # Groups repaired again during this call, so a group is repaired once per call.
+        self._groups: dict[tuple[int, int], list[BaseMessage]] = {}
+        self.final = len(self._sources)
 
     def __len__(self) -> int:
         return self.final + len(self._pending)
@@ -103,7 +129,7 @@ class RepairedHistory(Sequence[BaseMessage]):
             return self._pending[index - self.final]
         source = self._sources[index]
         if source == _MADE:
-            return self._made[index]
+            return self._stream._made_at(index, self._messages, self._groups)
         return self._messages[source]
 
     def __iter__(self) -> Iterator[BaseMessage]:
@@ -112,21 +138,19 @@ class RepairedHistory(Sequence[BaseMessage]):
 
     def to_list(self) -> list[BaseMessage]:
         """The repaired history as a new list."""
-        messages, made = self._messages, self._made
-        output = [
-            made[index] if source == _MADE else messages[source]
-            for index, source in enumerate(self._sources)
-        ]
-        output.extend(self._pending)
-        return output
+        return list(self)
 
 
 @dataclass
 class _Pending:
-    """Repaired messages not yet final, with the caller's index of each (or `_MADE`)."""
+    """Repaired messages not yet final, with the caller's index of each (or `_MADE` and
+    the recipe that makes it again)."""
 
     messages: list[BaseMessage] = field(default_factory=list)
     sources: list[int] = field(default_factory=list)
+    recipes: list[Recipe | None] = field(default_factory=list)
+    # The call ids the groups declare, with the caller index of each group.
+    declared: list[tuple[str, int]] = field(default_factory=list)
     changes: dict[str, int] = field(default_factory=dict)
     # Positions of the user turns made to separate two responses.
     separators: set[int] = field(default_factory=set)
@@ -136,16 +160,58 @@ class _Pending:
             if count:
                 self.changes[name] = self.changes.get(name, 0) + count
 
+    def extend(
+        self, messages: list[BaseMessage], sources: list[int], recipes: list[Recipe | None]
+    ) -> None:
+        self.messages.extend(messages)
+        self.sources.extend(sources)
+        self.recipes.extend(recipes)
+
+
+class _MadeMessages:
+    """Messages made again from recipes, each kept while the messages it was made from
+    live, and served only to a call that passes those very objects."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[tuple[weakref.ref[BaseMessage], ...], BaseMessage]] = {}
+
+    def get(
+        self, position: int, indices: Sequence[int], messages: Sequence[BaseMessage]
+    ) -> BaseMessage | None:
+        entry = self._entries.get(position)
+        if entry is None:
+            return None
+        refs, made = entry
+        if all(ref() is messages[index] for ref, index in zip(refs, indices, strict=True)):
+            return made
+        return None
+
+    def put(
+        self,
+        position: int,
+        indices: Sequence[int],
+        messages: Sequence[BaseMessage],
+        made: BaseMessage,
+    ) -> None:
+        entries = self._entries
+
+        def forget(gone: weakref.ref[BaseMessage]) -> None:
+            # One of the messages it was made from is gone: nobody can be served it.
+            entry = entries.get(position)
+            if entry is not None and any(ref is gone for ref in entry[0]):
+                del entries[position]
+
+        refs = tuple(weakref.ref(messages[index], forget) for index in indices)
+        entries[position] = (refs, made)
+
 
 class RepairStream:
     """Repairs of one growing history, each group's decided once (see the module doc).
 
-    `read(messages)` returns the repaired history for a call; `raw_tokens` and
-    `last_changes` then hold the tokens of `messages` as they came and the repairs of
-    the whole history, by pass. When `messages` continues
-    what was read before (the same messages in front, compared by identity or, for a
-    reloaded history, by fingerprint), only the new groups are read; otherwise the
-    stream starts over, with the same result a fresh stream would give.
+    `read(messages)` returns the repaired history for a call (a `StreamRead`). When
+    `messages` continues what was read before (the same messages in front, compared by
+    identity or, for a reloaded history, by fingerprint), only the new groups are read;
+    otherwise the stream starts over, with the same result a fresh stream would give.
     """
 
     def __init__(
@@ -155,13 +221,10 @@ class RepairStream:
         count_message: Callable[[BaseMessage], int],
         bridge: Bridge | None = None,
     ) -> None:
-        """`count_message` counts the history as it came, for `raw_tokens`."""
+        """`count_message` counts the history as it came, for `StreamRead.raw_tokens`."""
         self._repair_group = repair_group
         self._bridge = bridge
         self._count_message = count_message
-        self.restarted = False
-        self.raw_tokens = 0
-        self.last_changes: dict[str, int] = {}
         self.start_over()
 
     def start_over(self) -> None:
@@ -171,29 +234,31 @@ class RepairStream:
         self._refs: list[weakref.ref[BaseMessage]] = []
         self._prints = array("q")
         self._sources = array("q")
-        self._made: dict[int, BaseMessage] = {}
+        self._recipes: dict[int, Recipe] = {}
+        self._made = _MadeMessages()
         self._opened = False
-        self._declared: set[str] = set()
+        # Each call id declared in the final part, with the caller index of the group
+        # that declared it first.
+        self._declared: dict[str, int] = {}
         self._read_tokens = 0
-        self.changes: dict[str, int] = {}
+        self._changes: dict[str, int] = {}
 
-    def read(self, messages: Sequence[BaseMessage]) -> RepairedHistory:
+    def read(self, messages: Sequence[BaseMessage]) -> StreamRead:
         """The repaired history of `messages`; its first `final` messages never change."""
-        self.restarted = not self._continues(messages)
-        if self.restarted:
+        restarted = not self._continues(messages)
+        if restarted:
             self.start_over()
         pending = self._read_groups(messages)
         self._drop_trailing_assistants(pending)
-        history = RepairedHistory(messages, self._sources, self._made, pending.messages)
-        history_changes = dict(self.changes)
+        history = RepairedHistory(messages, self, pending.messages)
+        changes = dict(self._changes)
         for name, count in pending.changes.items():
-            history_changes[name] = history_changes.get(name, 0) + count
-        self.last_changes = history_changes
+            changes[name] = changes.get(name, 0) + count
         counter = self._count_message
-        self.raw_tokens = self._read_tokens + sum(
+        raw_tokens = self._read_tokens + sum(
             counter(messages[index]) for index in range(self._read, len(messages))
         )
-        return history
+        return StreamRead(history, restarted=restarted, raw_tokens=raw_tokens, changes=changes)
 
     def _drop_trailing_assistants(self, pending: _Pending) -> None:
         """No request ends on an assistant turn: this call's history leaves them out, with
@@ -204,7 +269,7 @@ class RepairStream:
         """
         end = len(pending.messages)
         while end > 0 and (
-            isinstance(pending.messages[end - 1], AIMessage) or _separates(pending, end - 1)
+            isinstance(pending.messages[end - 1], AIMessage) or end - 1 in pending.separators
         ):
             end -= 1
         dropped = len(pending.messages) - end
@@ -214,6 +279,7 @@ class RepairStream:
         if not self._opened and all(isinstance(message, SystemMessage) for message in kept):
             return
         pending.messages, pending.sources = kept, pending.sources[:end]
+        pending.recipes = pending.recipes[:end]
         pending.add_changes({ALTERNATION_PASS_NAME: dropped})
 
     def continued_by(self, messages: Sequence[BaseMessage]) -> bool:
@@ -241,28 +307,42 @@ class RepairStream:
                 self._refs[index] = weakref.ref(message)
         return True
 
+    def _declared_before(self, start: int) -> Callable[[str], bool]:
+        """Whether a call id was declared by a final group before caller index `start`."""
+        declared = self._declared
+        return lambda call_id: declared.get(call_id, start) < start
+
     def _read_groups(self, messages: Sequence[BaseMessage]) -> _Pending:
         """Repair the groups from `_read` on; make final those the next group cannot touch."""
         pending = _Pending()
         opened = self._opened
         declared_in_pending: set[str] = set()
+        declared_final = self._declared
 
         def declared_before(call_id: str) -> bool:
-            return call_id in self._declared or call_id in declared_in_pending
+            return call_id in declared_final or call_id in declared_in_pending
 
         for start, stop in _groups(messages, self._read):
             repaired, changes = self._repair_group(list(messages[start:stop]), declared_before)
-            declared_in_pending.update(_declared_ids(repaired))
+            declared = list(_declared_ids(repaired))
+            declared_in_pending.update(declared)
             if not repaired:
                 pending.add_changes(changes)
                 continue
             sources = [_source_of(message, messages, start, stop) for message in repaired]
+            recipes: list[Recipe | None] = [
+                None if source != _MADE else (_GROUP_OUTPUT, start, stop, k)
+                for k, source in enumerate(sources)
+            ]
             head = repaired[0]
             if pending.messages and can_merge_turns(pending.messages[-1], head):
                 pending.messages[-1] = merge_turns(pending.messages[-1], head)
+                pending.recipes[-1] = _merged(
+                    pending.sources[-1], pending.recipes[-1], sources[0], recipes[0]
+                )
                 pending.sources[-1] = _MADE
                 pending.add_changes({ALTERNATION_PASS_NAME: 1})
-                repaired, sources = repaired[1:], sources[1:]
+                repaired, sources, recipes = repaired[1:], sources[1:], recipes[1:]
             else:
                 last = pending.messages[-1] if pending.messages else self._last_final(messages)
                 self._make_final(pending, messages, read_up_to=start)
@@ -272,18 +352,24 @@ class RepairStream:
                     # between them, as does an assistant turn that opens the conversation.
                     if isinstance(last, AIMessage):
                         pending.separators.add(0)
-                    repaired = [_synthetic_user_before(head, start), *repaired]
-                    sources = [_MADE, *sources]
+                    pending.extend(
+                        [_synthetic_user_before(head, start)],
+                        [_MADE],
+                        [(_USER_TURN, start, stop, 0)],
+                    )
                     pending.add_changes({ALTERNATION_PASS_NAME: 1})
                 elif last is not None and self._bridge is not None:
                     between = self._bridge(last, head)
-                    repaired = [*between, *repaired]
-                    sources = [*([_MADE] * len(between)), *sources]
+                    pending.extend(
+                        between,
+                        [_MADE] * len(between),
+                        [(_BRIDGE, start, stop, k) for k in range(len(between))],
+                    )
                     pending.add_changes({BRIDGE_PASS_NAME: len(between)})
             if not isinstance(head, SystemMessage):
                 opened = True
-            pending.messages.extend(repaired)
-            pending.sources.extend(sources)
+            pending.extend(repaired, sources, recipes)
+            pending.declared.extend((call_id, start) for call_id in declared)
             pending.add_changes(changes)
         return pending
 
@@ -293,20 +379,26 @@ class RepairStream:
             return None
         position = len(self._sources) - 1
         source = self._sources[position]
-        return self._made[position] if source == _MADE else messages[source]
+        if source == _MADE:
+            return self._made_at(position, messages, {})
+        return messages[source]
 
     def _make_final(
         self, pending: _Pending, messages: Sequence[BaseMessage], *, read_up_to: int
     ) -> None:
-        for message, source in zip(pending.messages, pending.sources, strict=True):
+        for message, source, recipe in zip(
+            pending.messages, pending.sources, pending.recipes, strict=True
+        ):
             if source == _MADE:
-                self._made[len(self._sources)] = message
+                assert recipe is not None
+                self._recipes[len(self._sources)] = recipe
             self._sources.append(source)
             if not isinstance(message, SystemMessage):
                 self._opened = True
-        self._declared.update(_declared_ids(pending.messages))
+        for call_id, group_start in pending.declared:
+            self._declared.setdefault(call_id, group_start)
         for name, count in pending.changes.items():
-            self.changes[name] = self.changes.get(name, 0) + count
+            self._changes[name] = self._changes.get(name, 0) + count
         self._remember_read(messages, read_up_to)
 
     def _remember_read(self, messages: Sequence[BaseMessage], up_to: int) -> None:
@@ -316,6 +408,86 @@ class RepairStream:
             self._prints.append(message_fingerprint(message))
             self._read_tokens += self._count_message(message)
         self._read = max(self._read, up_to)
+
+    def _made_at(
+        self,
+        position: int,
+        messages: Sequence[BaseMessage],
+        groups: dict[tuple[int, int], list[BaseMessage]],
+    ) -> BaseMessage:
+        """The message a repair made at final `position`, made again from `messages`."""
+        recipe = self._recipes[position]
+        indices = _indices_of(recipe)
+        made = self._made.get(position, indices, messages)
+        if made is None:
+            made = self._make(recipe, position, messages, groups)
+            self._made.put(position, indices, messages, made)
+        return made
+
+    def _make(
+        self,
+        recipe: Recipe,
+        position: int,
+        messages: Sequence[BaseMessage],
+        groups: dict[tuple[int, int], list[BaseMessage]],
+    ) -> BaseMessage:
+        if recipe[0] == _MERGED:
+            made = [
+                messages[part]
+                if isinstance(part, int)
+                else self._make(part, position, messages, groups)
+                for part in recipe[1]  # type: ignore[union-attr]
+            ]
+            merged = made[0]
+            for part in made[1:]:
+                merged = merge_turns(merged, part)
+            return merged
+        kind, start, stop, k = recipe  # type: ignore[misc]
+        repaired = groups.get((start, stop))
+        if repaired is None:
+            group = list(messages[start:stop])
+            repaired = self._repair_group(group, self._declared_before(start))[0]
+            groups[(start, stop)] = repaired
+        if kind == _GROUP_OUTPUT:
+            return repaired[k]
+        head = repaired[0]
+        if kind == _USER_TURN:
+            return _synthetic_user_before(head, start)
+        assert self._bridge is not None
+        # The message before the bridge: the final message k + 1 places before it.
+        last = self._at(position - k - 1, messages, groups)
+        return self._bridge(last, head)[k]
+
+    def _at(
+        self,
+        position: int,
+        messages: Sequence[BaseMessage],
+        groups: dict[tuple[int, int], list[BaseMessage]],
+    ) -> BaseMessage:
+        source = self._sources[position]
+        return self._made_at(position, messages, groups) if source == _MADE else messages[source]
+
+
+def _merged(
+    first_source: int, first: Recipe | None, second_source: int, second: Recipe | None
+) -> Recipe:
+    """The recipe of `first` merged with `second` (a merge of a merge adds a part)."""
+    second_part: Part = second_source if second is None else second
+    if first is not None and first[0] == _MERGED:
+        return (_MERGED, (*first[1], second_part))  # type: ignore[misc]
+    first_part: Part = first_source if first is None else first
+    return (_MERGED, (first_part, second_part))
+
+
+def _indices_of(recipe: Recipe) -> tuple[int, ...]:
+    """The caller indices a recipe reads: its groups' messages and merged messages."""
+    if recipe[0] == _MERGED:
+        indices: list[int] = []
+        for part in recipe[1]:  # type: ignore[union-attr]
+            indices.extend((part,) if isinstance(part, int) else _indices_of(part))
+        return tuple(indices)
+    _, start, stop, _ = recipe  # type: ignore[misc]
+    return tuple(range(start, stop))
 
 
 def _groups(messages: Sequence[BaseMessage], start: int) -> Iterator[tuple[int, int]]:
@@ -327,11 +499,6 @@ def _groups(messages: Sequence[BaseMessage], start: int) -> Iterator[tuple[int, 
             stop += 1
         yield start, stop
         start = stop
-
-
-def _separates(pending: _Pending, index: int) -> bool:
-    """Whether the pending message at `index` is the user turn made between two responses."""
-    return index in pending.separators
 
 
 def _declared_ids(messages: list[BaseMessage]) -> Iterator[str]:
@@ -347,7 +514,7 @@ def _source_of(message: BaseMessage, messages: Sequence[BaseMessage], start: int
     return _MADE
 
 
-def _synthetic_user_before(head: AIMessage, index: int) -> HumanMessage:
+def _synthetic_user_before(head: BaseMessage, index: int) -> HumanMessage:
     """The user turn before an assistant turn that opens the conversation or follows one.
 
     Its id is derived from the assistant message, so every call makes the same message.

@@ -251,19 +251,25 @@ def test_snip_runs_before_the_second_repair(monkeypatch):
     assert order == ["snip"]
 
 
-def test_with_tools_counts_the_tools_against_the_budget():
+def test_the_tools_of_a_call_count_against_its_budget():
     tool = {
         "type": "function",
         "function": {"name": "read_file", "description": "d" * 2_000, "parameters": {}},
     }
     governor = ContextGovernor(context_window_tokens=9_000)
     history = tool_loop(30, size=600)
-    with_tools = governor.with_tools([tool])
-    assert with_tools.tools == [tool]
-    assert with_tools.count_tokens(history) > governor.count_tokens(history)
-    assert with_tools.govern(history).report.tokens_after <= with_tools.budget
-    copied = governor.model_copy(update={"tools": [tool]})
-    assert copied.count_tokens([]) == with_tools.count_tokens([])
+    assert governor.count_tokens(history, tools=[tool]) > governor.count_tokens(history)
+    with_tools = governor.govern(history, tools=[tool]).report
+    without = governor.govern(history).report
+    assert without.tokens_after <= with_tools.tokens_after <= governor.budget
+    assert with_tools.tokens_before - without.tokens_before == governor.count_tokens(
+        [], tools=[tool]
+    )
+    # The governor's own `tools` setting is what a call without tools= sends.
+    setting = governor.model_copy(update={"tools": [tool]}).govern(history)
+    per_call = governor.govern(history, tools=[tool])
+    assert setting.messages == per_call.messages
+    assert setting.report.tokens_after == per_call.report.tokens_after
 
 
 def test_from_model_picks_up_tools_bound_with_bind_tools():

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from langchain_context_governance import BACKFILL_CONTENT, ContextGovernor
 from langchain_context_governance.langgraph import (
     LLM_INPUT_MESSAGES_KEY,
+    RECORD_KEY,
     GovernedMessagesState,
     build_pre_model_hook,
 )
@@ -109,7 +110,8 @@ class TestNode:
 
         update = hook.invoke({"messages": history})
 
-        assert list(update) == [LLM_INPUT_MESSAGES_KEY]
+        # Outside a graph the node cannot tell the state's keys: the record is included.
+        assert list(update) == [LLM_INPUT_MESSAGES_KEY, RECORD_KEY]
         governed = update[LLM_INPUT_MESSAGES_KEY]
         assert [message.type for message in governed] == ["human", "ai", "tool"]
         assert governed[2].content == BACKFILL_CONTENT
@@ -177,7 +179,7 @@ class TestNode:
         state = {"messages": [HumanMessage("hi"), ai_calls(call("c1"))]}
         update = hook.invoke(state)
         report = update["governance_report"]
-        assert set(update) == {"llm_input_messages", "governance_report"}
+        assert set(update) == {"llm_input_messages", "governance_report", RECORD_KEY}
         assert report["changes"]["backfill_missing_tool_results"] == 1
         assert report["messages_before"] == 2
         assert report["messages_after"] == 3

@@ -266,7 +266,7 @@ class TestImport:
 
         assert finished.stdout.splitlines() == [
             "ContextGovernor",
-            "ContextGovernanceMiddleware needs langchain: "
+            "ContextGovernanceMiddleware needs langchain >= 1.2.9: "
             'pip install "langchain-context-governance[agents]"',
         ]
 

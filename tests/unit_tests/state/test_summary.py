@@ -109,7 +109,7 @@ async def test_async_governance_awaits_the_summary_model() -> None:
 
 def test_bad_summary_settings_are_named() -> None:
     with pytest.raises(ValueError, match="summary_model"):
-        ContextGovernor(context_window_tokens=6_000, summary_model="gpt-4o")
+        ContextGovernor(context_window_tokens=6_000, summary_model=42)
     with pytest.raises(ValueError, match="summary_model"):
         ContextGovernor(summary_model=summarizer())
     with pytest.raises(ValueError, match="summary_prompt"):

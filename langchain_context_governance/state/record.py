@@ -1,0 +1,353 @@
+"""The governance record: what a conversation's state keeps where the thread lives.
+
+A LangGraph deployment runs several worker processes on one checkpointer, and a thread's
+next run usually lands on another worker, or on a restarted one. Most of a
+conversation's state is a deterministic function of its history (the repairs, the
+compaction replay) and is rebuilt from it; what is not is kept in a small record that
+travels with the thread:
+
+- `summary`: the summary model's text for the latest cut, with the cut it belongs to,
+  so every worker sends the same text and the next cut summarizes only what is new;
+- `previous_request`: digests of the previous request's messages, so the prefix report
+  compares with the request the thread really sent last, whichever worker sent it;
+- `over_budget_warned`: the over-budget warning is logged once per conversation;
+- `history`: how many messages the record was written for and a digest of the last
+  one, so a record is used only for the history it continues;
+- `calibration`: the token counter's calibration (kept as given, see tokens/).
+
+It holds no message and no copy of message content: counts, positions and digests, and
+the summary text. It is plain data (`to_dict`), so a LangGraph checkpointer stores it as
+a value of the graph state (`RECORD_KEY`), and a `BaseStore` as an item. A record of
+another `RECORD_VERSION` or made under other settings (`settings_digest`) is never read:
+`GovernanceRecord.from_dict` says why it cannot be used, and the state is rebuilt from
+the history as on first contact.
+
+Digests here are process-independent (BLAKE2b), unlike Python's `hash`, which every
+process salts anew: a record written by one worker is read by another.
+
+Example:
+    >>> from langchain_core.messages import HumanMessage
+    >>> history = [HumanMessage("hi", id="m1")]
+    >>> record = GovernanceRecord(settings="s1", history=HistoryMark.of(history))
+    >>> data = record.to_dict()
+    >>> GovernanceRecord.from_dict(data, settings="s1") == record
+    True
+    >>> GovernanceRecord.from_dict({**data, "version": 0}, settings="s1")
+    Traceback (most recent call last):
+    ...
+    langchain_context_governance.state.record.UnusableRecord: record version 0, expected 1
+    >>> record.history.continued_by([*history, HumanMessage("more")])
+    True
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+__all__ = [
+    "RECORD_KEY",
+    "RECORD_VERSION",
+    "GovernanceRecord",
+    "HistoryMark",
+    "PreviousRequest",
+    "SummaryRecord",
+    "UnusableRecord",
+    "leading_equal",
+    "request_digests",
+    "settings_digest",
+    "stable_digest",
+]
+
+RECORD_KEY = "context_governance"
+"""The graph-state key (and store namespace) the record is kept under."""
+
+# Raised whenever the record's layout or meaning changes; a record of another version is
+# ignored and the state rebuilt from the history. A later version adds sections (the
+# repair and window decisions) without changing these.
+RECORD_VERSION = 1
+# Bytes of a request message's digest in the record: the prefix report compares them,
+# and a false match costs a wrong report figure once in four billion comparisons.
+_REQUEST_DIGEST_BYTES = 4
+_MESSAGE_DIGEST_BYTES = 8
+
+
+class UnusableRecord(ValueError):
+    """A record that cannot be read as this version and these settings would write it."""
+
+
+def stable_digest(message: BaseMessage) -> int:
+    """A digest of what is sent of `message` (and its id), the same in every process.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> stable_digest(HumanMessage("hi", id="a")) == stable_digest(HumanMessage("hi", id="a"))
+        True
+        >>> stable_digest(HumanMessage("hi", id="a")) == stable_digest(HumanMessage("hi", id="b"))
+        False
+    """
+    return _digest(_message_key(message), _MESSAGE_DIGEST_BYTES)
+
+
+def _message_key(message: BaseMessage) -> list[Any]:
+    calls: list[Any] = []
+    if isinstance(message, AIMessage):
+        calls = [message.tool_calls, message.invalid_tool_calls]
+    call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
+    return [
+        message.type,
+        message.id,
+        message.name,
+        call_id,
+        message.content,
+        calls,
+        message.additional_kwargs,
+    ]
+
+
+def _digest(value: Any, size: int) -> int:
+    # ensure_ascii: a lone surrogate is escaped, never an encoding error.
+    text = json.dumps(value, sort_keys=True, ensure_ascii=True, default=str)
+    return int.from_bytes(hashlib.blake2b(text.encode("ascii"), digest_size=size).digest(), "big")
+
+
+def settings_digest(settings: Mapping[str, Any]) -> str:
+    """A short digest of the settings that shape requests, kept in every record.
+
+    Example:
+        >>> settings_digest({"window": 8000}) == settings_digest({"window": 8000})
+        True
+        >>> settings_digest({"window": 8000}) == settings_digest({"window": 9000})
+        False
+    """
+    text = json.dumps(
+        {"version": RECORD_VERSION, **settings}, sort_keys=True, ensure_ascii=True, default=str
+    )
+    return hashlib.blake2b(text.encode("ascii"), digest_size=8).hexdigest()
+
+
+def leading_equal(previous: Sequence[int], current: Sequence[int]) -> int:
+    """How many leading items of `current` are those of `previous`.
+
+    Example:
+        >>> leading_equal([1, 2, 3], [1, 2, 4, 5])
+        2
+    """
+    count = 0
+    for old, new in zip(previous, current, strict=False):
+        if old != new:
+            break
+        count += 1
+    return count
+
+
+@dataclass(frozen=True)
+class HistoryMark:
+    """The history a record was written for: its length and a digest of its last message."""
+
+    count: int
+    last: int | None
+
+    @classmethod
+    def of(cls, messages: Sequence[BaseMessage]) -> HistoryMark:
+        return cls(len(messages), stable_digest(messages[-1]) if messages else None)
+
+    def continued_by(self, messages: Sequence[BaseMessage]) -> bool:
+        """Whether `messages` holds the history marked (its last message at its place)."""
+        if len(messages) < self.count:
+            return False
+        if self.count == 0:
+            return True
+        return stable_digest(messages[self.count - 1]) == self.last
+
+
+@dataclass(frozen=True)
+class SummaryRecord:
+    """The summary model's text for a cut, and the latest cut whose summary failed.
+
+    `text` summarizes the non-system messages before position `cut` of the repaired
+    history (None where no summary was made yet); `failed_cut` is a cut whose summary
+    failed or timed out: it keeps the plain note and is not asked again, and the next
+    cut summarizes everything since `cut`.
+    """
+
+    cut: int = 0
+    text: str | None = None
+    failed_cut: int | None = None
+
+    def text_for(self, cut: int) -> str | None:
+        """The summary to put in the note of a cut at `cut`, if there is one."""
+        return self.text if self.text is not None and cut == self.cut else None
+
+    def wanted_for(self, cut: int) -> bool:
+        """Whether a cut at `cut` still needs its summary asked for."""
+        return cut > 0 and cut != self.failed_cut and (self.text is None or cut != self.cut)
+
+
+@dataclass(frozen=True)
+class PreviousRequest:
+    """The previous request of a conversation, as one digest per message.
+
+    `digests` are process-independent, 4 bytes a message (what the record carries);
+    `local` are the window's own fingerprints where this process made the request
+    (cheap to compare, but salted per process).
+    """
+
+    digests: bytes
+    local: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.digests) // _REQUEST_DIGEST_BYTES
+
+    def followed_by(
+        self, messages: Sequence[BaseMessage], local: list[int] | None
+    ) -> tuple[PreviousRequest, int | None]:
+        """The request of `messages` as the next previous request, and how many of its
+        leading messages this one also began with, where only the digests can tell.
+
+        Where both requests have local fingerprints (this process made them), the caller
+        compared those: the count is None, and the digests of the unchanged messages are
+        reused, so a call costs what changed. Otherwise (this request came from a
+        record) every digest is computed once and compared.
+        """
+        size = _REQUEST_DIGEST_BYTES
+        if self.local is not None and local is not None:
+            reused = leading_equal(self.local, local) * size
+            digests = self.digests[:reused] + request_digests(messages[reused // size :])
+            return PreviousRequest(digests, local), None
+        digests = request_digests(messages)
+        unchanged = 0
+        for start in range(0, min(len(digests), len(self.digests)), size):
+            if digests[start : start + size] != self.digests[start : start + size]:
+                break
+            unchanged += 1
+        return PreviousRequest(digests, local), unchanged
+
+
+def request_digests(messages: Sequence[BaseMessage]) -> bytes:
+    """The process-independent digests of a request's messages, 4 bytes each."""
+    return b"".join(
+        _digest(_message_key(message), _REQUEST_DIGEST_BYTES).to_bytes(_REQUEST_DIGEST_BYTES, "big")
+        for message in messages
+    )
+
+
+@dataclass(frozen=True)
+class GovernanceRecord:
+    """What a conversation's state keeps with the thread (see the module doc).
+
+    `serial` is a digest of the record's content: a state knows whether the record it
+    is given is the one it wrote last (its own state is then current) or one written
+    since by another worker. The same state gives the same record on every worker.
+    """
+
+    settings: str
+    history: HistoryMark
+    summary: SummaryRecord | None = None
+    previous_request: bytes | None = None
+    over_budget_warned: bool = False
+    calibration: Mapping[str, Any] | None = None
+    version: int = RECORD_VERSION
+
+    @functools.cached_property
+    def serial(self) -> str:
+        """A digest of the record's content."""
+        content = json.dumps(self._content(), sort_keys=True, ensure_ascii=True)
+        return hashlib.blake2b(content.encode("ascii"), digest_size=8).hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON- and msgpack-safe data (str, int, bool, None, dict)."""
+        return {**self._content(), "serial": self.serial}
+
+    def _content(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "version": self.version,
+            "settings": self.settings,
+            "history": {"count": self.history.count, "last": _hex(self.history.last)},
+            "over_budget_warned": self.over_budget_warned,
+            "summary": None,
+            "previous_request": None,
+            "calibration": dict(self.calibration) if self.calibration is not None else None,
+        }
+        if self.summary is not None:
+            data["summary"] = {
+                "cut": self.summary.cut,
+                "text": self.summary.text,
+                "failed_cut": self.summary.failed_cut,
+            }
+        if self.previous_request is not None:
+            data["previous_request"] = base64.b64encode(self.previous_request).decode("ascii")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any, *, settings: str) -> GovernanceRecord:
+        """The record in `data`; `UnusableRecord` says why it cannot be used.
+
+        A record is used only when written by this `RECORD_VERSION` under the same
+        request-shaping `settings`; anything else is rebuilt, never misread.
+        """
+        if not isinstance(data, Mapping):
+            raise UnusableRecord(f"a record is a mapping, got {type(data).__name__}")
+        if data.get("version") != RECORD_VERSION:
+            raise UnusableRecord(
+                f"record version {data.get('version')!r}, expected {RECORD_VERSION}"
+            )
+        if data.get("settings") != settings:
+            raise UnusableRecord("the record was written under other settings")
+        try:
+            history = data["history"]
+            summary = data.get("summary")
+            previous = data.get("previous_request")
+            calibration = data.get("calibration")
+            return cls(
+                settings=settings,
+                history=HistoryMark(_int(history["count"]), _unhex(history["last"])),
+                summary=None
+                if summary is None
+                else SummaryRecord(
+                    cut=_int(summary["cut"]),
+                    text=_optional_str(summary["text"]),
+                    failed_cut=None
+                    if summary["failed_cut"] is None
+                    else _int(summary["failed_cut"]),
+                ),
+                previous_request=None if previous is None else _unpack(previous),
+                over_budget_warned=bool(data.get("over_budget_warned", False)),
+                calibration=None if calibration is None else dict(calibration),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise UnusableRecord(f"the record cannot be read: {error!r}") from error
+
+
+def _hex(value: int | None) -> str | None:
+    return None if value is None else f"{value:0{2 * _MESSAGE_DIGEST_BYTES}x}"
+
+
+def _unhex(value: Any) -> int | None:
+    return None if value is None else int(str(value), 16)
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a count, got {value!r}")
+    return value
+
+
+def _optional_str(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"expected text, got {type(value).__name__}")
+    return value
+
+
+def _unpack(text: Any) -> bytes:
+    packed = base64.b64decode(str(text), validate=True)
+    if len(packed) % _REQUEST_DIGEST_BYTES:
+        raise ValueError("the previous request's digests are cut short")
+    return packed
