@@ -21,6 +21,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, create_react_agent, tools_condition
+from langgraph.prebuilt.chat_agent_executor import AgentState
 from langgraph.warnings import LangGraphDeprecatedSinceV10
 from pydantic import BaseModel
 
@@ -28,6 +29,7 @@ from langchain_context_governance import BACKFILL_CONTENT, ContextGovernor
 from langchain_context_governance.langgraph import (
     LLM_INPUT_MESSAGES_KEY,
     RECORD_KEY,
+    GovernanceRecordField,
     GovernedMessagesState,
     build_pre_model_hook,
 )
@@ -389,3 +391,56 @@ class TestHandWrittenGraph:
         assert governance_runs.count == len(model.requests) == ITERATIONS + 1
         assert all(request[0].type == "system" for request in model.requests)
         assert_requests_legal_and_within_budget(model.requests, governor)
+
+
+class TestChannels:
+    @staticmethod
+    def graph(state_schema: Any, hook: Any) -> CompiledStateGraph[Any]:
+        graph = StateGraph(state_schema)
+        graph.add_node("govern", hook)
+        graph.add_edge(START, "govern")
+        graph.add_edge("govern", END)
+        return graph.compile()
+
+    def test_llm_input_mode_on_a_graph_without_the_key_warns_once(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        hook = ContextGovernor().as_pre_model_hook()
+        app = self.graph(MessagesState, hook)
+        with caplog.at_level("WARNING", logger="langchain_context_governance"):
+            app.invoke({"messages": [HumanMessage("hi")]})
+            app.invoke({"messages": [HumanMessage("hi again")]})
+        warnings_logged = [r for r in caplog.records if "llm_input_messages" in r.getMessage()]
+        assert len(warnings_logged) == 1
+        assert "mode='replace'" in warnings_logged[0].getMessage()
+
+    @pytest.mark.parametrize("mode", ["llm_input", "replace"])
+    def test_no_warning_where_the_model_sees_the_governed_messages(
+        self, mode: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        state_schema = GovernedMessagesState if mode == "llm_input" else MessagesState
+        app = self.graph(state_schema, ContextGovernor().as_pre_model_hook(mode))  # type: ignore[arg-type]
+        with caplog.at_level("WARNING", logger="langchain_context_governance"):
+            final = app.invoke({"messages": [HumanMessage("hi")]})
+        assert not caplog.records
+        assert (RECORD_KEY in final) is (mode == "llm_input")
+
+    def test_create_react_agent_declares_the_governed_copy(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        model = ScriptedChatModel([AIMessage("hello")], max_input_tokens=8_000)
+        agent = react_agent(model, [], pre_model_hook=ContextGovernor().as_pre_model_hook())
+        with caplog.at_level("WARNING", logger="langchain_context_governance"):
+            agent.invoke({"messages": [HumanMessage("hi")]})
+        assert not caplog.records
+
+    def test_a_state_schema_with_the_record_field_keeps_the_record(self) -> None:
+        class State(AgentState):
+            context_governance: GovernanceRecordField
+
+        model = ScriptedChatModel([AIMessage("hello")], max_input_tokens=8_000)
+        agent = react_agent(
+            model, [], pre_model_hook=ContextGovernor().as_pre_model_hook(), state_schema=State
+        )
+        final = agent.invoke({"messages": [HumanMessage("hi")]})
+        assert final[RECORD_KEY]["history"]["count"] == 1

@@ -16,7 +16,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from langchain_context_governance import BACKFILL_CONTENT, ContextGovernor
-from langchain_context_governance.middleware import ContextGovernanceMiddleware
+from langchain_context_governance.middleware import ContextGovernanceMiddleware, GovernedAgentState
+from langchain_context_governance.rules.table import PROFILES
 from langchain_context_governance.testing import (
     ContextLengthExceeded,
     ProviderRejectedRequest,
@@ -329,3 +330,100 @@ class TestSizedForTheModelCalled:
             "tool",
             "human",
         ]
+
+
+class TestSettings:
+    def test_takes_the_governor_s_settings(self) -> None:
+        middleware = ContextGovernanceMiddleware(context_window_tokens=30_000, keep_recent=4)
+
+        assert middleware.governor.context_window_tokens == 30_000
+        assert middleware.governor.keep_recent == 4
+
+    def test_an_unknown_setting_is_named_as_the_governor_names_it(self) -> None:
+        with pytest.raises(TypeError, match="context_window_tokens"):
+            ContextGovernanceMiddleware(context_window=30_000)
+
+    def test_a_governor_and_settings_together_are_refused(self) -> None:
+        with pytest.raises(TypeError, match="a governor or its settings, not both"):
+            ContextGovernanceMiddleware(ContextGovernor(), keep_recent=4)
+
+    @pytest.mark.parametrize("provider", list(PROFILES))
+    def test_every_profile_works_through_the_middleware(
+        self, provider: str, tools: list[BaseTool]
+    ) -> None:
+        # Nine alphanumerics: an id every profile takes as it is.
+        calls = [call(f"read{n:05d}", "read_file", path=f"module_{n % 8}.py") for n in range(12)]
+        script = [AIMessage("", tool_calls=[c]) for c in calls] + [AIMessage("Read them.")]
+        model = ScriptedChatModel(
+            script, provider=provider, max_input_tokens=6_000, max_output_tokens=500
+        )
+        middleware = ContextGovernanceMiddleware(
+            provider=provider, keep_recent=2, safety_buffer=1_500
+        )
+        agent = create_agent(model, tools, system_prompt=SYSTEM_PROMPT, middleware=[middleware])
+
+        final = agent.invoke({"messages": [HumanMessage("read the modules")]})
+
+        assert final["messages"][-1].content == "Read them."
+        assert len(model.requests) == len(script)
+        # A profile without a system role gets the system text in the first user turn.
+        first = model.requests[0][0]
+        assert SYSTEM_PROMPT.strip() in str(first.content)
+
+
+class TestPerCall:
+    def test_the_tools_of_each_call_count_and_the_state_is_kept(self) -> None:
+        """One governor, one conversation state, whatever tools each request sends."""
+        middleware = ContextGovernanceMiddleware(
+            context_window_tokens=3_000, max_output_tokens=500, safety_buffer=0
+        )
+        lookup = {
+            "type": "function",
+            "function": {"name": "lookup", "description": "Look up. " * 600, "parameters": {}},
+        }
+        messages = TestRequest.history()
+        tool_sets: list[list[Any]] = [[lookup], []]
+        sent = []
+        for tools in tool_sets * 2:
+            request = ModelRequest(model=ScriptedChatModel([]), messages=messages, tools=tools)
+            sent.append(TestRequest.governed(middleware, request))
+        assert len(middleware.governor._conversations) == 1
+        with_tools, without = sent[0], sent[1]
+        count = middleware.governor.count_tokens
+        assert count(with_tools.messages) < count(without.messages)
+        assert sent[2].messages == with_tools.messages
+        assert sent[3].messages == without.messages
+        assert not hasattr(ContextGovernor, "with_tools")
+
+    def test_the_profile_comes_from_the_model_called_unless_given(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        import langchain_context_governance.middleware as middleware_module
+
+        def mistral_model_settings(model: Any) -> dict[str, Any]:
+            return {"provider": "mistral"}
+
+        monkeypatch.setattr(middleware_module, "settings_for_model", mistral_model_settings)
+        messages = [HumanMessage("look it up"), ai_calls(call("call_lookup_0001", "lookup"))]
+        request = ModelRequest(model=ScriptedChatModel([]), messages=messages)
+
+        from_model = TestRequest.governed(
+            ContextGovernanceMiddleware(context_window_tokens=30_000), request
+        )
+        given = TestRequest.governed(
+            ContextGovernanceMiddleware(context_window_tokens=30_000, provider="openai"), request
+        )
+
+        # mistral's ids are 9 letters or digits; openai takes this one as it is.
+        assert from_model.messages[1].tool_calls[0]["id"] != "call_lookup_0001"
+        assert given.messages[1].tool_calls[0]["id"] == "call_lookup_0001"
+
+    def test_the_record_is_written_to_the_agent_state(self, tools: list[BaseTool]) -> None:
+        model = agent_model(exploration_script(10))
+        agent = governed_agent(model, tools)
+
+        final = agent.invoke({"messages": [HumanMessage(QUESTION)]})
+
+        # Private: kept by the checkpointer, not part of the agent's output.
+        assert "context_governance" not in final
+        assert "context_governance" in GovernedAgentState.__annotations__

@@ -3,7 +3,9 @@
 import asyncio
 import gc
 import threading
+import tracemalloc
 import weakref
+from typing import Any
 
 import pytest
 from langchain_core.messages import (
@@ -23,7 +25,7 @@ from tests.builders import ai_calls, call, result, tool_loop
 
 
 def governor(**settings) -> ContextGovernor:
-    return ContextGovernor(context_window_tokens=8_000, max_output_tokens=500, **settings)
+    return ContextGovernor(**{"context_window_tokens": 8_000, "max_output_tokens": 500, **settings})
 
 
 def damaged_loop(iterations: int) -> list[BaseMessage]:
@@ -217,3 +219,94 @@ def test_conversations_lookup_example_state_type():
     conversations.state_for("b", [])
     conversations.state_for("c", [])
     assert conversations.state_for("a", []) is not first
+
+
+def test_tools_alternating_per_call_keep_the_conversation_s_state(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two tool sets taking turns: each call replays what is new, never the history."""
+    from langchain_context_governance.state.window import BatchedWindow
+
+    replayed: list[int] = []
+    add = BatchedWindow._add
+
+    def counting_add(self: BatchedWindow, *args: Any, **kwargs: Any) -> None:
+        replayed.append(1)
+        add(self, *args, **kwargs)
+
+    monkeypatch.setattr(BatchedWindow, "_add", counting_add)
+    small = {"type": "function", "function": {"name": "grep", "description": "g", "parameters": {}}}
+    large = {
+        "type": "function",
+        "function": {"name": "read_file", "description": "r" * 4_000, "parameters": {}},
+    }
+    shared = governor(context_window_tokens=64_000)
+    history = tool_loop(500, size=300)
+    fresh = governor(context_window_tokens=64_000)
+    for n in range(40):
+        history = grow(history, n)
+        tools = [small] if n % 2 else [small, large]
+        replayed.clear()
+        result = shared.govern(history, thread_id="t", tools=tools)
+        assert result.messages == fresh.govern(history, tools=tools).messages
+        if n >= 2:
+            # What is new since that tool set's last call, not the 1,000 messages before.
+            assert len(replayed) <= 16, (n, len(replayed))
+    assert len(history) > 1_000
+
+
+def test_no_state_serves_another_conversation_s_message_objects() -> None:
+    """Two conversations whose text is equal: each request carries its own objects.
+
+    The mistral profile rewrites these call ids, so the repair makes the messages anew;
+    the tool results differ only in what is not compared by text (artifact, status).
+    """
+    shared = governor(provider="mistral")
+
+    def conversation(owner: str, status: str) -> list[BaseMessage]:
+        return [
+            HumanMessage("look it up"),
+            AIMessage("", tool_calls=[call("call_lookup_0001")]),
+            ToolMessage("found", tool_call_id="call_lookup_0001", artifact=owner, status=status),
+            HumanMessage("and now?"),
+        ]
+
+    first = shared.govern(conversation("A", "error")).messages
+    second = shared.govern(conversation("B", "success")).messages
+    (first_result,) = [m for m in first if isinstance(m, ToolMessage)]
+    (second_result,) = [m for m in second if isinstance(m, ToolMessage)]
+    assert first_result.tool_call_id != "call_lookup_0001", "the profile did not rewrite the id"
+    assert (first_result.artifact, first_result.status) == ("A", "error")
+    assert (second_result.artifact, second_result.status) == ("B", "success")
+
+
+def test_a_conversation_s_state_keeps_no_copy_of_large_messages() -> None:
+    """Two 50 KB user messages merged into one turn: the state keeps a recipe, not a copy,
+    so what it keeps does not grow with the size of the messages."""
+    shared = governor(context_window_tokens=200_000)
+    shared.govern(tool_loop(3), thread_id="warm-up")
+
+    def retained_by(thread_id: str, size: int) -> int:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            history = [*tool_loop(20, size=400), HumanMessage("a" * size), HumanMessage("b" * size)]
+            result = shared.govern(history, thread_id=thread_id)
+            assert any(len(str(m.content)) >= 2 * size for m in result.messages), "not merged"
+            history = [*history, ai_calls(call("late")), result_message("late")]
+            shared.govern(history, thread_id=thread_id)
+            del history, result
+            gc.collect()
+            return tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+
+    small = retained_by("small", 10)
+    large = retained_by("large", 50_000)
+    assert large < 24 * 1024, large
+    assert large - small < 2 * 1024, (small, large)
+
+
+def result_message(call_id: str) -> ToolMessage:
+    return result(call_id, "done")

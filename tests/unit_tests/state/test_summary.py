@@ -1,6 +1,9 @@
 """summary_model: one model call per cut, the summary in the note, failures fall back."""
 
+import asyncio
 import logging
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -125,3 +128,92 @@ def test_without_a_summary_model_nothing_is_asked() -> None:
     )
     assert any("omitted here" in str(r[1].content) for r, _ in calls)
     assert not any("Summary of" in str(r[1].content) for r, _ in calls)
+
+
+class HangingModel(ScriptedChatModel):
+    """A summary model that answers only after `release` is set (or never)."""
+
+    release: Any = None
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any):
+        self.release.wait(30)
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    async def _agenerate(
+        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ):
+        await asyncio.sleep(30)
+        return await super()._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def hanging_summarizer() -> HangingModel:
+    return HangingModel(
+        lambda request: AIMessage(f"SUMMARY-{len(request[-1].text)}"), release=threading.Event()
+    )
+
+
+def cut_history(steps: int = 60) -> list[BaseMessage]:
+    history = tool_loop(2)
+    for n in range(steps):
+        history = grow(history, n)
+    return history
+
+
+def test_a_hanging_summary_model_gives_way_to_the_plain_note_within_the_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = hanging_summarizer()
+    shared = governor(model, summary_timeout=0.3)
+    started = time.perf_counter()
+    with caplog.at_level(logging.WARNING):
+        request = shared.govern(cut_history(), thread_id="t").messages
+    assert time.perf_counter() - started < 3
+    assert "omitted here to fit the context window" in str(request[1].content)
+    assert "SUMMARY-" not in str(request[1].content)
+    assert "gave no answer within 0.3 s" in caplog.text
+    # The same cut is not asked again; the next cut is, and includes what this one cut.
+    model.release.set()
+    assert "SUMMARY-" not in str(shared.govern(cut_history(), thread_id="t").messages[1].content)
+    assert len(model.requests) <= 1
+    history = cut_history()
+    for n in range(60, 140):
+        history = grow(history, n)
+        request = shared.govern(history, thread_id="t").messages
+        if "SUMMARY-" in str(request[1].content):
+            break
+    else:
+        pytest.fail("the next cut never asked the summary model again")
+    assert "Summary of what came before" not in model.requests[-1][-1].text
+
+
+async def test_a_hanging_summary_model_is_cancelled_in_the_async_path() -> None:
+    model = hanging_summarizer()
+    shared = governor(model, summary_timeout=0.3)
+    config = {"configurable": {"thread_id": "t"}}
+    started = time.perf_counter()
+    request = await shared.ainvoke(cut_history(), config)
+    assert time.perf_counter() - started < 3
+    assert "omitted here to fit the context window" in str(request[1].content)
+    assert "SUMMARY-" not in str(request[1].content)
+
+
+def test_bad_summary_timeout_is_named() -> None:
+    for bad in (0, -1, float("nan")):
+        with pytest.raises(ValueError, match="summary_timeout"):
+            governor(summarizer(), summary_timeout=bad)
+    assert governor(summarizer(), summary_timeout=None).summary_timeout is None
+
+
+def test_summary_model_takes_a_provider_model_string_without_network() -> None:
+    from langchain_openai import ChatOpenAI
+
+    shared = governor("openai:gpt-4o-mini")
+    assert isinstance(shared._summary_model, ChatOpenAI)
+    assert shared.summary_model == "openai:gpt-4o-mini"
+    assert len(repr(shared)) < 2_000
+
+
+def test_the_default_summary_prompt_is_exported() -> None:
+    import langchain_context_governance
+
+    assert langchain_context_governance.DEFAULT_SUMMARY_PROMPT == DEFAULT_SUMMARY_PROMPT
