@@ -46,6 +46,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_context_governance._added import synthetic_user_turn
 from langchain_context_governance._messages import iter_declared_tool_calls, message_fingerprint
 from langchain_context_governance.passes.alternation import can_merge_turns, merge_turns
+from langchain_context_governance.state.made import MadeMessages
 
 # A group's repair: its messages (a head and the tool results after it) and whether a call
 # id was declared before the group, to the repaired messages and the changes by pass.
@@ -168,43 +169,6 @@ class _Pending:
         self.recipes.extend(recipes)
 
 
-class _MadeMessages:
-    """Messages made again from recipes, each kept while the messages it was made from
-    live, and served only to a call that passes those very objects."""
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[tuple[weakref.ref[BaseMessage], ...], BaseMessage]] = {}
-
-    def get(
-        self, position: int, indices: Sequence[int], messages: Sequence[BaseMessage]
-    ) -> BaseMessage | None:
-        entry = self._entries.get(position)
-        if entry is None:
-            return None
-        refs, made = entry
-        if all(ref() is messages[index] for ref, index in zip(refs, indices, strict=True)):
-            return made
-        return None
-
-    def put(
-        self,
-        position: int,
-        indices: Sequence[int],
-        messages: Sequence[BaseMessage],
-        made: BaseMessage,
-    ) -> None:
-        entries = self._entries
-
-        def forget(gone: weakref.ref[BaseMessage]) -> None:
-            # One of the messages it was made from is gone: nobody can be served it.
-            entry = entries.get(position)
-            if entry is not None and any(ref is gone for ref in entry[0]):
-                del entries[position]
-
-        refs = tuple(weakref.ref(messages[index], forget) for index in indices)
-        entries[position] = (refs, made)
-
-
 class RepairStream:
     """Repairs of one growing history, each group's decided once (see the module doc).
 
@@ -235,7 +199,7 @@ class RepairStream:
         self._prints = array("q")
         self._sources = array("q")
         self._recipes: dict[int, Recipe] = {}
-        self._made = _MadeMessages()
+        self._made = MadeMessages()
         self._opened = False
         # Each call id declared in the final part, with the caller index of the group
         # that declared it first.

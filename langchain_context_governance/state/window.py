@@ -55,6 +55,7 @@ from langchain_context_governance.passes.snip import (
     is_task_candidate,
     pinned_task_copy,
 )
+from langchain_context_governance.state.made import MadeMessages
 from langchain_context_governance.tokens.counter import (
     MessageTokenCounter,
     TokenCounterSpec,
@@ -98,11 +99,11 @@ class _Replay:
     compactable_names: dict[int, str] = field(default_factory=dict)
     compacted_tokens: dict[int, int] = field(default_factory=dict)
     tool_names: dict[str, str] = field(default_factory=dict)
-    # The conversation's first user message (the task) and what pinning it costs; the
-    # copy is kept only where the task is cut to its share (else it is read by position).
+    # The conversation's first user message (the task), whether it is cut to its share of
+    # the budget when pinned, and what pinning it costs.
     task: int | None = None
     task_fits: bool = False
-    task_copy: BaseMessage | None = None
+    task_cut: bool = False
     task_tokens: int = 0
     note_tokens: dict[int, int] = field(default_factory=dict)
 
@@ -118,7 +119,7 @@ class _Replay:
         for call_id in list(self.tool_names)[tool_names:]:
             del self.tool_names[call_id]
         if self.task is not None and self.task >= index:
-            self.task, self.task_fits, self.task_copy, self.task_tokens = None, False, None, 0
+            self.task, self.task_fits, self.task_cut, self.task_tokens = None, False, False, 0
 
 
 @dataclass
@@ -201,6 +202,7 @@ class BatchedWindow:
         """Forget the history: the next plan replays its history from the start."""
         self._known = 0
         self._last_request: list[int] | None = None
+        self._task_copies = MadeMessages()
         self._replay = _Replay()
         self._window = _Window()
 
@@ -269,13 +271,23 @@ class BatchedWindow:
         copy = pinned_task_copy(message, self._max_tokens, self._counter)
         if copy is not None:
             self._replay.task_fits = True
-            self._replay.task_copy = None if copy is message else copy
+            self._replay.task_cut = copy is not message
             self._replay.task_tokens = self._counter.count_message(copy)
 
     def _task_message(self, history: Sequence[BaseMessage]) -> BaseMessage:
         assert self._replay.task is not None
-        copy = self._replay.task_copy
-        return history[self._replay.task] if copy is None else copy
+        task = self._replay.task
+        message = history[task]
+        if not self._replay.task_cut:
+            return message
+        # Cut again from the history's message, kept only while that message lives: the
+        # replay keeps no copy of the task.
+        copy = self._task_copies.get(0, (task,), history)
+        if copy is None:
+            copy = pinned_task_copy(message, self._max_tokens, self._counter)
+            assert copy is not None
+            self._task_copies.put(0, (task,), history, copy)
+        return copy
 
     def _note_compactable(self, message: ToolMessage, index: int) -> None:
         name = message.name or self._replay.tool_names.get(message.tool_call_id, "")
@@ -410,7 +422,7 @@ class BatchedWindow:
         task = self._replay.task
         pinnable = pin_task and self._pin_task and self._replay.task_fits
         pinnable = pinnable and task is not None and task < window.cut
-        if pinnable and latest is not None and latest == task and self._replay.task_copy:
+        if pinnable and latest is not None and latest == task and self._replay.task_cut:
             # An oversized task that is also the latest user message is pinned whole.
             pinnable = False
         window.task_pinned = pinnable
