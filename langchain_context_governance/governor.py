@@ -512,9 +512,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
 
         Rather than wait for the other call, govern from a fresh state, which gives the
         same request: governance never blocks a thread or an event loop on a lock. A
-        record written elsewhere since this state's last call is taken up; one that
-        cannot be used (another version or settings, another history) is ignored and
-        the state rebuilt from the history.
+        record written elsewhere since this state's last call is taken up (`_take_up`).
         """
         state = self._conversations.state_for(thread_id, messages)
         if not state.lock.acquire(blocking=False):
@@ -534,19 +532,28 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         data: Mapping[str, Any] | None,
         messages: list[BaseMessage],
     ) -> None:
+        """Continue `state` from the record in `data`, where there is one this governor can use.
+
+        A record of another version or written under other settings means another worker
+        served the thread since, in a way this one cannot read: the state is rebuilt from
+        the history. A record written for another history (another agent's messages
+        under the same key, a history shortened in `replace` mode) says nothing about this
+        one and is left aside.
+        """
         if data is None:
             return
         try:
             record = GovernanceRecord.from_dict(data, settings=self._settings_digest)
-            if not record.history.continued_by(messages):
-                raise UnusableRecord("the record was written for another history")
         except UnusableRecord as reason:
             logger.debug("context governance: the record is not used (%s); rebuilding", reason)
             state.start_over()
             state.previous_request = state.calibration = state.serial = None
             state.over_budget_warned = False
             return
-        state.continue_from(record, messages)
+        if record.history.continued_by(messages):
+            state.continue_from(record, messages)
+        else:
+            logger.debug("context governance: the record was written for another history")
 
     def _with_record(
         self, state: ConversationState, result: GovernanceResult, messages: list[BaseMessage]

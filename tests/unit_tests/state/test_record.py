@@ -89,7 +89,6 @@ def test_a_record_of_another_version_or_settings_is_never_read() -> None:
     [
         {"version": RECORD_VERSION + 1},
         {"settings": "written-by-a-governor-with-other-settings"},
-        {"history": {"count": 3, "last": "00"}},
         {"summary": "not a summary"},
     ],
 )
@@ -117,6 +116,28 @@ def test_a_thread_whose_record_cannot_be_used_is_rebuilt(
     # The worker that wrote the record also rebuilds when given one it cannot use.
     again = worker.govern(histories[-1], thread_id="t", record={**outcome.record, **change})
     assert again.messages == first_contact.messages
+
+
+def test_a_record_written_for_another_history_is_left_aside() -> None:
+    histories = grown(80)
+    worker = governor(summary_model=summarizer())
+    outcome = None
+    for history in histories[:-1]:
+        outcome = worker.govern(history, thread_id="t", record=outcome and outcome.record)
+    assert outcome is not None and outcome.record is not None
+    other_history = {**outcome.record, "history": {"count": 3, "last": "0" * 16}}
+    continued = worker.govern(histories[-1], thread_id="t", record=outcome.record)
+    again = governor(summary_model=summarizer())
+    for history in histories[:-1]:
+        again.govern(history, thread_id="t")
+    assert again.govern(histories[-1], thread_id="t", record=other_history).messages == (
+        continued.messages
+    )
+    first_contact = governor(summary_model=summarizer())
+    assert (
+        first_contact.govern(histories[-1], thread_id="t", record=other_history).messages
+        == governor(summary_model=summarizer()).govern(histories[-1]).messages
+    )
 
 
 def test_a_worker_continues_from_the_record_with_the_summary_and_prefix_of_another() -> None:
