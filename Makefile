@@ -42,11 +42,13 @@ bench: install
 	$(BIN)/python benchmarks/run.py
 
 # A LangGraph agent on a throwaway PostgreSQL cluster (installed from Debian's packages when
-# missing): 50 concurrent threads x 40 tool iterations, a restart, a resumed second turn.
+# missing): 50 concurrent threads x 40 tool iterations, a restart, a resumed second turn;
+# then 4 worker processes serving 16 threads x 6 turns, each turn on the next worker.
 scale: install
 	$(BIN)/python benchmarks/scale.py
 
-# The short version CI runs: 10 threads x 10 iterations, the same checks, timing only printed.
+# The short version CI runs: 10 threads x 10 iterations, 4 workers on 4 threads x 3 turns,
+# the same checks, timing only printed.
 scale-ci: install
 	$(BIN)/python benchmarks/scale.py --ci
 

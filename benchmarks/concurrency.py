@@ -37,9 +37,13 @@ from benchmarks.report import Target, markdown_table
 __all__ = [
     "CONVERSATION_COUNTS",
     "ConcurrencyResult",
+    "LargeMessageRetention",
     "concurrency_table",
     "concurrency_targets",
     "govern_by_thread",
+    "large_message_table",
+    "large_message_targets",
+    "retained_with_large_messages",
     "run_conversations",
 ]
 
@@ -56,6 +60,13 @@ CONCURRENCY_WINDOW_TOKENS = 16_000
 # Targets of issue 11, judged at the largest number of conversations measured.
 P50_GROWTH_LIMIT = 1.5
 LENGTH_GROWTH_LIMIT = 1.5
+# Issue 17: conversations whose history holds two large user messages in a row (merged
+# into one turn by the repairs); what the governor keeps must not grow with their size.
+LARGE_MESSAGE_SIZES = (50, 50_000)
+LARGE_MESSAGE_CONVERSATIONS = 20
+LARGE_MESSAGE_ITERATIONS = 20
+RETAINED_LIMIT_BYTES = 16 * 1024
+RETAINED_GROWTH_LIMIT_BYTES = 1024
 
 Govern = Callable[[list[BaseMessage], str], Any]
 
@@ -310,3 +321,120 @@ def concurrency_targets(results: Sequence[ConcurrencyResult]) -> list[Target]:
         )
     )
     return targets
+
+
+@dataclass(frozen=True)
+class LargeMessageRetention:
+    """Bytes a governor keeps per conversation whose user messages are `message_chars` long."""
+
+    message_chars: int
+    conversations: int
+    messages_per_conversation: int
+    retained_per_conversation: float
+    # What of it is the governor's token-count cache (shared by its conversations): an
+    # int key and a count per message, bounded by the cache's size.
+    count_cache_per_conversation: float
+
+    @property
+    def state_per_conversation(self) -> float:
+        return self.retained_per_conversation - self.count_cache_per_conversation
+
+
+def retained_with_large_messages(
+    message_chars: int,
+    *,
+    conversations: int = LARGE_MESSAGE_CONVERSATIONS,
+    iterations: int = LARGE_MESSAGE_ITERATIONS,
+    seed: int,
+) -> LargeMessageRetention:
+    """Bytes a fresh governor keeps per conversation, traced by tracemalloc after the
+    histories are dropped, where each history opens with two user messages of
+    `message_chars` characters in a row (the repairs merge them into one turn), then
+    grows by one tool iteration per call, the conversations taking turns."""
+    from langchain_core.messages import HumanMessage
+
+    # Allocations made once per process (imports, first-use caches) are not counted.
+    govern_by_thread(make_governor())(HistoryGenerator(seed=seed).opening(), "warm-up")
+    generators = [HistoryGenerator(seed=seed + i, max_tool_calls=1) for i in range(conversations)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        governor = make_governor()
+        govern = govern_by_thread(governor)
+        histories = [
+            [
+                *generator.opening(),
+                HumanMessage(f"{i} " + "a" * message_chars),
+                HumanMessage(f"{i} " + "b" * message_chars),
+            ]
+            for i, generator in enumerate(generators)
+        ]
+        for step in range(iterations + 1):
+            for i in range(conversations):
+                if step:
+                    histories[i] = [*histories[i], *generators[i].iteration()]
+                govern(histories[i], f"large-{i}")
+        length = len(histories[0])
+        del histories
+        gc.collect()
+        retained = tracemalloc.get_traced_memory()[0] - before
+        cache = governor.counter.cache_stats().approx_bytes
+        del governor, govern
+    finally:
+        tracemalloc.stop()
+    return LargeMessageRetention(
+        message_chars, conversations, length, retained / conversations, cache / conversations
+    )
+
+
+def large_message_table(results: Sequence[LargeMessageRetention]) -> str:
+    return markdown_table(
+        [
+            "user messages (2 in a row)",
+            "conversations",
+            "messages each",
+            "retained KiB each",
+            "of which the count cache",
+            "the conversation's state",
+        ],
+        [
+            [
+                f"{r.message_chars:,} characters",
+                str(r.conversations),
+                str(r.messages_per_conversation),
+                f"{r.retained_per_conversation / 1024:,.1f}",
+                f"{r.count_cache_per_conversation / 1024:,.1f}",
+                f"{r.state_per_conversation / 1024:,.1f}",
+            ]
+            for r in results
+        ],
+    )
+
+
+def large_message_targets(results: Sequence[LargeMessageRetention]) -> list[Target]:
+    """Issue 17: bounded per conversation, independent of the size of its messages."""
+    if len(results) < 2:
+        return []
+    small, large = (
+        min(results, key=lambda r: r.message_chars),
+        max(results, key=lambda r: r.message_chars),
+    )
+    growth = large.state_per_conversation - small.state_per_conversation
+    return [
+        Target(
+            f"a conversation's state with two {large.message_chars:,}-character user "
+            f"messages <= {RETAINED_LIMIT_BYTES // 1024} KiB "
+            f"({large.messages_per_conversation} messages; the count cache aside)",
+            large.state_per_conversation <= RETAINED_LIMIT_BYTES,
+            f"{large.state_per_conversation / 1024:.1f} KiB, "
+            f"{large.retained_per_conversation / 1024:.1f} KiB with the count cache",
+        ),
+        Target(
+            "a conversation's state does not grow with message size "
+            f"(<= {RETAINED_GROWTH_LIMIT_BYTES} bytes from {small.message_chars:,} to "
+            f"{large.message_chars:,} characters)",
+            growth <= RETAINED_GROWTH_LIMIT_BYTES,
+            f"{growth:+,.0f} bytes",
+        ),
+    ]

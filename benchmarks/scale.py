@@ -54,6 +54,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool
 
 from benchmarks.concurrency import govern_by_thread
+from benchmarks.fleet import FleetSettings, cold_versus_steady, fleet_report, run_fleet
 from benchmarks.postgres import throwaway_cluster
 from benchmarks.report import Target, render_targets
 from langchain_context_governance import ContextGovernor
@@ -516,6 +517,20 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--ci", action="store_true", help="the short version: fewer threads, timing not judged"
     )
+    fleet = parser.add_argument_group("fleet: several worker processes, each turn on the next")
+    fleet.add_argument("--workers", type=int, default=4, help="worker processes: 4")
+    fleet.add_argument("--fleet-threads", type=int, default=None, help="16; 4 with --ci")
+    fleet.add_argument("--turns", type=int, default=None, help="turns per thread: 6; 3")
+    fleet.add_argument(
+        "--fleet-iterations", type=int, default=None, help="tool iterations a turn: 8; 6"
+    )
+    fleet.add_argument(
+        "--lengths",
+        type=int,
+        nargs="+",
+        default=None,
+        help="history lengths of the cold-call timing: 250 1000 2000; 250",
+    )
     return parser.parse_args(argv)
 
 
@@ -527,17 +542,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         resumed_iterations=arguments.resumed_iterations or (3 if arguments.ci else 5),
         judge_timing=not arguments.ci,
     )
+    fleet = FleetSettings(
+        threads=arguments.fleet_threads or (4 if arguments.ci else 16),
+        turns=arguments.turns or (3 if arguments.ci else 6),
+        iterations=arguments.fleet_iterations or (6 if arguments.ci else 8),
+        workers=arguments.workers,
+        lengths=tuple(arguments.lengths or ((250,) if arguments.ci else (250, 1_000, 2_000))),
+    )
     started = time.perf_counter()
     print(
         f"# Scale run: {settings.threads} threads x {settings.iterations} tool iterations, "
         f"then a restart and {settings.resumed_iterations} more each, on PostgreSQL"
     )
-    with (
-        throwaway_cluster() as conninfo,
-        tempfile.TemporaryDirectory() as workspace,
-        timing_govern_calls(),
-    ):
-        targets = asyncio.run(run_scale(conninfo, settings, Path(workspace)))
+    with throwaway_cluster() as conninfo, tempfile.TemporaryDirectory() as workspace:
+        with timing_govern_calls():
+            targets = asyncio.run(run_scale(conninfo, settings, Path(workspace)))
+        _progress(
+            f"fleet: {fleet.workers} worker processes, {fleet.threads} threads x {fleet.turns} "
+            "turns, each turn on the next worker"
+        )
+        text, fleet_targets = fleet_report(
+            run_fleet(conninfo, fleet, Path(workspace)), cold_versus_steady(fleet.lengths)
+        )
+        print(text)
+        targets += fleet_targets
     print("\n" + render_targets(targets))
     print(f"\nTotal wall time: {time.perf_counter() - started:.0f} s")
     outcomes = [target.passed for target in targets]

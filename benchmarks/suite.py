@@ -18,8 +18,12 @@ from benchmarks.concurrency import (
     CONCURRENCY_WINDOW_TOKENS,
     CONVERSATION_COUNTS,
     ITERATIONS_PER_CONVERSATION,
+    LARGE_MESSAGE_SIZES,
     concurrency_table,
     concurrency_targets,
+    large_message_table,
+    large_message_targets,
+    retained_with_large_messages,
     run_conversations,
 )
 from benchmarks.histories import build_history, build_tool_loop, history_stats
@@ -246,7 +250,16 @@ def run_concurrency(arguments: argparse.Namespace) -> list[Target]:
             )
         )
     print(concurrency_table(results))
-    targets = concurrency_targets(results)
+    _progress("conversations with two large user messages in a row")
+    large = [
+        retained_with_large_messages(chars, seed=arguments.seed) for chars in LARGE_MESSAGE_SIZES
+    ]
+    print(
+        "\nMemory kept per conversation whose history holds two large user messages in a row "
+        "(merged into one turn by the repairs), histories dropped:\n"
+    )
+    print(large_message_table(large))
+    targets = concurrency_targets(results) + large_message_targets(large)
     print("\n" + render_targets(targets))
     return targets
 
