@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import inspect
 import json
-import math
+import numbers
 import sys
 import threading
 import typing
@@ -161,9 +161,16 @@ class _MessageCallableBackend:
 
 
 def _as_token_count(value: object, source: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"token_counter ({source}) must return an int, got {type(value).__name__}")
-    return value if isinstance(value, int) else math.ceil(value)
+    """`value` as a token count; a result that is no count is the counter's error, by name."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"token_counter ({source}) must return a non-negative int, got "
+            f"{type(value).__name__} {value!r}"
+            + (" (round it with math.ceil)" if isinstance(value, float) else "")
+        )
+    if value < 0:
+        raise ValueError(f"token_counter ({source}) must return a non-negative int, got {value}")
+    return int(value)
 
 
 def _openai_role(message: BaseMessage) -> str:
@@ -556,9 +563,10 @@ def _takes_one_message(function: Callable[..., Any]) -> bool:
 def _empty_request_tokens(function: Callable[[list[BaseMessage]], int]) -> int:
     """`function([])`, or 0 when the function cannot count an empty list."""
     try:
-        return max(0, _as_token_count(function([]), "callable"))
+        empty = function([])
     except Exception:
         return 0
+    return _as_token_count(empty, "callable")
 
 
 def counter_spec_for_model(model: BaseLanguageModel[Any]) -> TokenCounterSpec:

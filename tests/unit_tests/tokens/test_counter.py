@@ -400,13 +400,40 @@ def test_callable_over_one_message_is_detected_from_its_annotation() -> None:
     assert seen == [first, second]
 
 
-def test_callable_float_counts_round_up_and_other_results_are_rejected() -> None:
-    counter = get_token_counter(lambda messages: 1.5 * len(messages))  # type: ignore[arg-type]
-    assert counter.count_message(HumanMessage("x")) == 2
+@pytest.mark.parametrize(
+    ("result", "error", "words"),
+    [
+        (1.5, TypeError, "got float 1.5 (round it with math.ceil)"),
+        (2.0, TypeError, "got float 2.0"),
+        ("many", TypeError, "got str 'many'"),
+        (None, TypeError, "got NoneType None"),
+        (True, TypeError, "got bool True"),
+        (-3, ValueError, "must return a non-negative int, got -3"),
+    ],
+)
+def test_a_counter_result_that_is_no_token_count_is_an_error_naming_the_counter(
+    result: Any, error: type[Exception], words: str
+) -> None:
+    def per_message(message: BaseMessage) -> Any:
+        return result
 
-    wrong = get_token_counter(lambda messages: "many")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="token_counter"):
-        wrong.count_message(HumanMessage("x"))
+    counter = get_token_counter(per_message)
+    with pytest.raises(error, match="token_counter \\(callable\\)") as raised:
+        counter.count_message(HumanMessage("x"))
+    assert words in str(raised.value)
+
+
+def test_a_list_counter_negative_on_the_empty_request_is_an_error() -> None:
+    with pytest.raises(ValueError, match="token_counter \\(callable\\) must return a non-negative"):
+        get_token_counter(lambda messages: 5 * len(messages) - 2)
+
+
+def test_a_list_counter_returning_numpy_like_integers_counts() -> None:
+    class Tokens(int):
+        """An int subclass, as numpy or tokenizer libraries return."""
+
+    counter = get_token_counter(lambda messages: Tokens(2 + 3 * len(messages)))
+    assert counter.count_messages([HumanMessage("a")]) == 5
 
 
 # --- models ----------------------------------------------------------------------------
