@@ -48,7 +48,10 @@ from langchain_context_governance.rules.apply import (
     requires_unique_call_ids,
 )
 from langchain_context_governance.rules.repairs import give_reused_call_ids_fresh_ids
-from langchain_context_governance.rules.templates import rules_for_chat_template
+from langchain_context_governance.rules.templates import (
+    render_chat_template,
+    rules_for_chat_template,
+)
 from langchain_context_governance.rules.validate import PROVIDERS
 from langchain_context_governance.state.conversation import (
     DEFAULT_MAX_CONVERSATIONS,
@@ -83,6 +86,11 @@ logger = logging.getLogger(__name__)
 
 # The smallest summary worth asking for, in tokens (a tenth of the budget otherwise).
 _MIN_SUMMARY_TOKENS = 64
+# A message with more text than this many budgets' worth of characters (4 a token) cannot be
+# sent whole: it is counted approximately, since the last resort cuts it anyway, and exact
+# tokenizers spend seconds and gigabytes on megabytes of text without whitespace.
+_COUNTED_APPROXIMATELY_ABOVE_BUDGETS = 8
+_CHARS_PER_TOKEN = 4
 
 GovernorInput = Sequence[MessageLikeRepresentation] | PromptValue
 
@@ -295,7 +303,19 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         self._budget = _input_budget(
             self.context_window_tokens, self.max_output_tokens, self.safety_buffer
         )
-        self._counter = get_token_counter(self.token_counter)
+        self._counter = get_token_counter(
+            self.token_counter,
+            exact_up_to_chars=(
+                None
+                if self._budget is None
+                else self._budget * _CHARS_PER_TOKEN * _COUNTED_APPROXIMATELY_ABOVE_BUDGETS
+            ),
+            render_chat_template=(
+                None
+                if self.chat_template is None
+                else functools.partial(render_chat_template, self.chat_template)
+            ),
+        )
         self._compaction = ResultCompaction(
             compactable_tools=self.compactable_tools,
             exclude_tools=self.exclude_tools,
