@@ -177,6 +177,11 @@ def _text_and_images(content: str | list[str | dict[str, Any]]) -> tuple[str, in
     return "\n\n".join(text for text in texts if text), images
 
 
+def _version(instruct: Any) -> int:
+    """The instruct tokenizer's version number (1, 2, 3, 7, 11, ...)."""
+    return int(str(instruct.tokenizer.version.value).lstrip("v"))
+
+
 @dataclass(frozen=True)
 class MistralBackend:
     """Counts messages with a bundled mistral_common tokenizer (see the module docstring)."""
@@ -195,20 +200,18 @@ class MistralBackend:
         if isinstance(message, SystemMessage):
             if not text:
                 return 0
-            if hasattr(instruct, "encode_system_message"):
-                try:
-                    return len(
-                        instruct.encode_system_message(mistral.SystemMessage(content=text))[0]
-                    )
-                except NotImplementedError:
-                    pass
+            if _version(instruct) >= 7:
+                system = mistral.SystemMessage(content=text)
+                return len(instruct.encode_system_message(system)[0])
             # Versions 1-3: the system prompt is joined to the last user turn.
             return len(instruct.tokenizer.encode(text + "\n\n", bos=False, eos=False))
         if isinstance(message, AIMessage):
             return self._assistant_tokens(message, text, instruct, mistral) + media
         if isinstance(message, ToolMessage):
+            # Mistral's normaliser re-serialises a JSON result before version 7 only.
+            content = text if _version(instruct) >= 7 else _normalized_json(text)
             result = mistral.ToolMessage(
-                content=_normalized_json(text),
+                content=content,
                 tool_call_id=mistral_call_id(message.tool_call_id),
                 name=message.name,
             )

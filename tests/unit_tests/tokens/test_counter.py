@@ -20,6 +20,7 @@ from langchain_core.messages import (
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import tool
 
+from langchain_context_governance import ContextGovernor
 from langchain_context_governance.tokens import counter as tokens
 from langchain_context_governance.tokens import encodings
 from langchain_context_governance.tokens.counter import (
@@ -672,3 +673,45 @@ def test_a_tool_that_cannot_be_converted_names_its_index() -> None:
     counter = get_token_counter("approximate")
     with pytest.raises(ValueError, match=r"tools\[1\]"):
         counter.count_tools([search_files, 42])
+
+
+# --- what cannot be sent whole ---------------------------------------------------------
+
+
+def test_a_message_with_more_text_than_the_limit_is_counted_approximately() -> None:
+    counted: list[int] = []
+
+    def per_message(message: BaseMessage) -> int:
+        counted.append(len(str(message.content)))
+        return len(str(message.content))
+
+    counter = tokens.get_token_counter(per_message, exact_up_to_chars=1_000)
+    huge = ToolMessage("x" * 50_000, tool_call_id="c1")
+    assert counter.count_message(huge) == count_tokens_approximately([huge])
+    assert counter.count_message(HumanMessage("y" * 1_000)) == 1_000
+    assert counted == [1_000]
+
+
+def test_the_governor_never_encodes_a_result_it_must_cut() -> None:
+    encoded: list[int] = []
+
+    def per_message(message: BaseMessage) -> int:
+        encoded.append(len(str(message.content)))
+        return count_tokens_approximately([message])
+
+    governor = ContextGovernor(context_window_tokens=8_000, token_counter=per_message)
+    call = {"name": "cat", "args": {}, "id": "c1", "type": "tool_call"}
+    history = [
+        HumanMessage("dump the blob"),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage("QUJD" * 250_000, tool_call_id="c1"),
+    ]
+    result = governor.govern(history)
+    assert result.report.within_budget
+    assert max(encoded) < 8_000 * 4
+    assert len(str(result.messages[-1].content)) < 8_000 * 4
+
+
+def test_exact_up_to_chars_is_validated() -> None:
+    with pytest.raises(ValueError, match="exact_up_to_chars must be >= 1"):
+        tokens.get_token_counter("approximate", exact_up_to_chars=0)
