@@ -8,6 +8,7 @@ estimate that under-counts by a third or more.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,7 +25,10 @@ from langchain_context_governance.langgraph import (
     with_overflow_recovery,
 )
 from langchain_context_governance.testing import ContextLengthExceeded, ScriptedChatModel
-from langchain_context_governance.tokens.calibration import overflows_of
+from langchain_context_governance.tokens.calibration import (
+    forget_shared_calibrations,
+    overflows_of,
+)
 
 pytest.importorskip("langchain.agents")
 from langchain.agents import create_agent
@@ -40,6 +44,15 @@ RECURSION_LIMIT = {"recursion_limit": 4 * STEPS + 20}
 def read_chunk(n: int) -> str:
     """Read chunk n of the log."""
     return " ".join(f"line{n}-{i} value={i * n % 97}" for i in range(120))
+
+
+@pytest.fixture(autouse=True)
+def no_learned_defaults() -> Iterator[None]:
+    """Each test's conversations start from no model default, and leave none behind: the
+    scripted model's default would otherwise carry from one test (and module) to the next."""
+    forget_shared_calibrations()
+    yield
+    forget_shared_calibrations()
 
 
 def tool_loop_script(steps: int) -> list[AIMessage]:
@@ -102,20 +115,23 @@ def test_with_usage_reported_a_60_step_agent_never_overflows() -> None:
     assert all(not overflows_of(reply) for reply in replies)
 
 
-def test_without_usage_a_60_step_agent_recovers_its_one_overflow_by_a_retry() -> None:
+def test_without_usage_a_60_step_agent_recovers_each_overflow_by_a_retry() -> None:
     model = provider(usage=False)
     result = governed_agent(model).invoke(
         {"messages": [HumanMessage("read every chunk")]}, RECURSION_LIMIT
     )
     assert result["messages"][-1].content == "done"
     overflowed = over_the_true_window(model)
-    assert overflowed == 1
+    # Each refusal raises the factor past the refused request's ratio; the ratio of this
+    # provider grows with the messages, so a later request can still be refused once.
+    assert 1 <= overflowed <= 2
     assert len(model.requests) == STEPS + 1 + overflowed
     retried = [m for m in result["messages"] if isinstance(m, AIMessage) and overflows_of(m)]
-    assert len(retried) == 1
-    (refusal,) = overflows_of(retried[0])
-    assert refusal.limit_tokens == TRUE_WINDOW
-    assert refusal.reported_tokens is not None and refusal.reported_tokens > TRUE_WINDOW
+    assert len(retried) == overflowed
+    for reply in retried:
+        (refusal,) = overflows_of(reply)
+        assert refusal.limit_tokens == TRUE_WINDOW
+        assert refusal.reported_tokens is not None and refusal.reported_tokens > TRUE_WINDOW
 
 
 async def test_the_async_agent_recovers_the_same_way() -> None:
@@ -124,7 +140,7 @@ async def test_the_async_agent_recovers_the_same_way() -> None:
         {"messages": [HumanMessage("read every chunk")]}, RECURSION_LIMIT
     )
     assert result["messages"][-1].content == "done"
-    assert over_the_true_window(model) == 1
+    assert 1 <= over_the_true_window(model) <= 2
 
 
 def test_a_second_refusal_raises_the_first_error_with_what_was_tried() -> None:
@@ -209,8 +225,9 @@ def test_the_graph_helper_recovers_overflows_without_usage() -> None:
         {"messages": [HumanMessage("read every chunk")]}, RECURSION_LIMIT
     )
     assert result["messages"][-1].content == "done"
-    assert over_the_true_window(model) == 1
-    assert sum(bool(overflows_of(m)) for m in result["messages"]) == 1
+    overflowed = over_the_true_window(model)
+    assert 1 <= overflowed <= 2
+    assert sum(bool(overflows_of(m)) for m in result["messages"]) == overflowed
 
 
 async def test_the_graph_helper_recovers_under_ainvoke() -> None:
@@ -219,4 +236,4 @@ async def test_the_graph_helper_recovers_under_ainvoke() -> None:
         {"messages": [HumanMessage("read every chunk")]}, RECURSION_LIMIT
     )
     assert result["messages"][-1].content == "done"
-    assert over_the_true_window(model) == 1
+    assert 1 <= over_the_true_window(model) <= 2

@@ -13,6 +13,7 @@ from langchain_context_governance.tokens.calibration import (
     LOWER_RATE,
     MAX_FACTOR,
     MIN_FACTOR,
+    STATED_OVERFLOW_MARGIN,
     UNCALIBRATED,
     UNSTATED_OVERFLOW_SCALE,
     Calibration,
@@ -108,13 +109,14 @@ def test_a_bad_record_is_refused_by_name(data: dict[str, Any], words: str) -> No
 # --- refusals --------------------------------------------------------------------------
 
 
-def test_a_stated_refusal_raises_the_factor_to_its_ratio() -> None:
+def test_a_stated_refusal_raises_the_factor_past_its_ratio() -> None:
     overflow = Overflow(estimate_tokens=10_000, reported_tokens=13_000, limit_tokens=128_000)
-    assert UNCALIBRATED.observe_overflow(overflow, budget=20_000).factor == 1.3
+    raised = UNCALIBRATED.observe_overflow(overflow, budget=20_000)
+    assert raised.factor == pytest.approx(1.3 * STATED_OVERFLOW_MARGIN)
 
 
 def test_a_refusal_never_lowers_the_factor() -> None:
-    overflow = Overflow(estimate_tokens=10_000, reported_tokens=11_000)
+    overflow = Overflow(estimate_tokens=10_000, reported_tokens=10_500)
     calibration = Calibration(factor=1.5, observations=4)
     raised = calibration.observe_overflow(overflow, budget=9_000)
     assert raised.factor == 1.5
@@ -136,8 +138,10 @@ def test_an_unstated_refusal_assumes_a_quarter_more_than_the_larger_of_estimate_
 def test_a_limit_below_the_budget_scales_the_factor_so_that_the_retry_fits_it() -> None:
     overflow = Overflow(estimate_tokens=9_000, reported_tokens=9_000, limit_tokens=8_000)
     calibration = UNCALIBRATED.observe_overflow(overflow, budget=10_000)
-    assert calibration.factor == pytest.approx(10_000 / 8_000)
-    assert calibration.corrected(6_400) <= 8_000 * 10_000 / 8_000
+    assert calibration.factor == pytest.approx(STATED_OVERFLOW_MARGIN * 10_000 / 8_000)
+    # An estimate the budget admits now counts at most the limit, by the provider's count.
+    admitted = calibration.limit(10_000)
+    assert admitted * (9_000 / 9_000) <= 8_000
 
 
 @pytest.mark.parametrize(
