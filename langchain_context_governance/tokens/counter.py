@@ -521,14 +521,28 @@ def get_token_counter(
       their `tool_call_id`, and an image costs 85 tokens at low detail, else 765 (images
       are never fetched). The encodings are bundled: nothing is downloaded.
     - "tiktoken": the same with o200k_base.
+    - "mistral:<model>": exact counting as Mistral's API tokenizes the request, with the
+      tokenizer mistral_common bundles for the Mistral model `<model>` (Tekken for NeMo,
+      SentencePiece for the older and larger ones; a model newer than those bundled is
+      counted with Tekken as an estimate); see tokens/mistral.py. Needs the `mistral` extra.
+    - a Hugging Face tokenizer (`tokenizers.Tokenizer`, or a `transformers` tokenizer):
+      each message's text by it, plus what the chat template writes around a message of
+      its role and once a request (the tokenizer's own template, or `render_chat_template`
+      where given); see tokens/huggingface.py.
     - a function over a list of messages, as `trim_messages` accepts: a message costs
       `f([message]) - f([])`, with `f([])` the request overhead (0, and `f([message])`
       per message, when `f([])` raises). A function whose first parameter is annotated
       `BaseMessage` is called with one message instead.
     - a model: its `get_num_tokens_from_messages`, used like such a function, when its
       class counts tokens itself; otherwise approximate. A langchain-openai model counts
-      as "tiktoken:<its model name>" (the same counts, without the download). If a model's
-      counting raises, the counter warns once and counts approximately from then on.
+      as "tiktoken:<its model name>" (the same counts, without the download), a
+      langchain-mistralai model as "mistral:<its model name>", a model holding a local
+      tokenizer (ChatHuggingFace's `tokenizer`) with it. If a model's counting raises, the
+      counter warns once and counts approximately from then on.
+
+    A function must return a non-negative int; anything else is an error naming it. A
+    message with more text than `exact_up_to_chars` characters is counted approximately
+    (the governor sets it to what can never be sent whole).
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -634,8 +648,10 @@ def counter_spec_for_model(model: BaseLanguageModel[Any]) -> TokenCounterSpec:
     """How `ContextGovernor.from_model` counts for `model`, never through the network.
 
     An OpenAI model counts with the bundled tiktoken encoding of its name (what its own
-    `get_num_tokens_from_messages` would download); Anthropic and Google models, whose
-    counting calls their provider's API, count approximately; any other model counts itself.
+    `get_num_tokens_from_messages` would download), a Mistral model with mistral_common's
+    bundled tokenizer, a model holding a local tokenizer with it (see `get_token_counter`);
+    Anthropic and Google models, whose counting calls their provider's API, count
+    approximately; any other model counts itself.
     """
     if _openai_model_name(model) is not None:
         return model
