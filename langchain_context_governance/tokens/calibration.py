@@ -38,6 +38,8 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from langchain_context_governance._added import ADDED_KEY
+
 __all__ = [
     "MAX_FACTOR",
     "MIN_FACTOR",
@@ -71,8 +73,8 @@ STATED_OVERFLOW_MARGIN = 1.1
 MAX_SHARED_CALIBRATIONS = 256
 
 _RECORD_VERSION = 1
-# The key of governance's marks in `response_metadata` (see `_added.py`).
-_MARK_KEY = "context_governance"
+# Under governance's mark in `response_metadata` (see `_added.py`): the refusals a reply
+# was retried after.
 _OVERFLOWS_KEY = "overflows"
 
 
@@ -234,16 +236,16 @@ def with_overflows(message: AIMessageT, overflows: Sequence[Overflow]) -> AIMess
     """
     if not overflows:
         return message
-    mark = message.response_metadata.get(_MARK_KEY)
+    mark = message.response_metadata.get(ADDED_KEY)
     mark = dict(mark) if isinstance(mark, Mapping) else {}
     mark[_OVERFLOWS_KEY] = [overflow.to_dict() for overflow in overflows]
-    metadata = {**message.response_metadata, _MARK_KEY: mark}
+    metadata = {**message.response_metadata, ADDED_KEY: mark}
     return message.model_copy(update={"response_metadata": metadata})
 
 
 def overflows_of(message: BaseMessage) -> tuple[Overflow, ...]:
     """The refusals a reply's mark records (see `with_overflows`); () where none or unreadable."""
-    mark = message.response_metadata.get(_MARK_KEY)
+    mark = message.response_metadata.get(ADDED_KEY)
     if not isinstance(mark, Mapping):
         return ()
     entries = mark.get(_OVERFLOWS_KEY)
