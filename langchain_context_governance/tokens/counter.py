@@ -694,15 +694,15 @@ def _model_backend(model: BaseLanguageModel[Any]) -> tuple[_Backend, bool]:
 
 
 def _offline_spec_for_model(model: BaseLanguageModel[Any]) -> TokenCounterSpec | None:
-    """The offline tokenizer a model is counted with: mistral_common for a langchain-mistralai
-    model, the local tokenizer a model holds (ChatHuggingFace's); None where there is none."""
+    """The offline tokenizer a model is counted with: the local tokenizer it holds
+    (ChatHuggingFace's), else mistral_common where its name is a Mistral model's (a
+    langchain-mistralai model, or Mistral weights served elsewhere); None where neither."""
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is not None and is_tokenizer(tokenizer):
         return typing.cast(TokenCounterSpec, tokenizer)
-    if not type(model).__module__.startswith("langchain_mistralai"):
-        return None
-    name = getattr(model, "model", None) or getattr(model, "model_name", None)
-    if not isinstance(name, str) or not is_mistral_model(name):
+    names = (getattr(model, key, None) for key in ("model_id", "model", "model_name"))
+    name = next((found for found in names if isinstance(found, str) and found), None)
+    if name is None or not is_mistral_model(name):
         return None
     try:
         import mistral_common  # noqa: F401

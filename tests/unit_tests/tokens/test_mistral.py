@@ -145,3 +145,11 @@ def test_from_model_counts_a_chat_mistral_model_with_its_tokenizer() -> None:
     assert governor.counter.exact
     messages = CONVERSATIONS[2]
     assert governor.count_tokens(messages) == reference_tokens(messages, "tekken_240718")
+
+
+def test_mistral_weights_served_by_another_client_count_with_mistral_common() -> None:
+    langchain_openai = pytest.importorskip("langchain_openai")
+    served = langchain_openai.ChatOpenAI(
+        model="mistralai/Mistral-Nemo-Instruct-2407", api_key="unused", base_url="http://vllm"
+    )
+    assert get_token_counter(served).name == "mistral_common:tekken_240718"
