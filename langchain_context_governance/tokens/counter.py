@@ -569,11 +569,13 @@ def _backend_for(
 ) -> tuple[_Backend, bool]:
     """The backend `spec` names, and whether it may fall back to approximate counting."""
     if isinstance(spec, str):
-        return _named_backend(spec), False
+        backend = _named_backend(spec)
+        # A tokenizer library that fails on some content gives way to the approximation.
+        return backend, isinstance(backend, MistralBackend)
     if isinstance(spec, BaseLanguageModel):
         return _model_backend(spec)
     if is_tokenizer(spec):
-        return tokenizer_backend(spec, render=render_chat_template), False
+        return tokenizer_backend(spec, render=render_chat_template), True
     if callable(spec):
         return _callable_backend(spec), False
     raise TypeError(
