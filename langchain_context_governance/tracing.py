@@ -34,9 +34,10 @@ __all__ = ["agovern_in_run", "govern_in_run", "report_as_dict"]
 
 
 def report_as_dict(report: GovernanceReport) -> dict[str, Any]:
-    """The report as plain JSON data, `within_budget` included."""
+    """The report as plain JSON data, `within_budget` and `corrected_tokens_after` included."""
     data = dataclasses.asdict(report)
     data["within_budget"] = report.within_budget
+    data["corrected_tokens_after"] = report.corrected_tokens_after
     return data
 
 

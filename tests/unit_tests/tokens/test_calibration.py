@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
@@ -247,3 +249,29 @@ def test_the_shared_default_learns_across_callers() -> None:
     shared.observe(estimate=1_000, reported=1_250)
     assert shared_calibration("test_calibration: a model").value.factor == 1.25
     assert shared_calibration("test_calibration: another model").value == UNCALIBRATED
+
+
+# --- properties ------------------------------------------------------------------------
+
+observations = st.lists(
+    st.tuples(st.integers(1, 200_000), st.integers(1, 400_000)), min_size=1, max_size=30
+)
+
+
+@given(observations)
+def test_after_any_observations_the_factor_is_bounded_and_the_last_higher_ratio_is_covered(
+    pairs: list[tuple[int, int]],
+) -> None:
+    calibration = UNCALIBRATED
+    for estimate, reported in pairs:
+        before = calibration.factor
+        calibration = calibration.observe(estimate=estimate, reported=reported)
+        assert MIN_FACTOR <= calibration.factor <= MAX_FACTOR
+        if before <= reported / estimate <= MAX_FACTOR:
+            # Raised at once: the request just reported is no longer under-counted.
+            assert calibration.corrected(estimate) >= reported
+        else:
+            # Lowered slowly: never below the ratio, by at most a tenth of the gap.
+            assert calibration.factor >= min(before, max(reported / estimate, MIN_FACTOR)) - 1e-6
+            assert before - calibration.factor <= (before - MIN_FACTOR) * LOWER_RATE + 1e-6
+    assert Calibration.from_dict(calibration.to_dict()) == calibration
