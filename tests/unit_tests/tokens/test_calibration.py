@@ -27,6 +27,9 @@ from langchain_context_governance.tokens.calibration import (
     with_overflows,
 )
 
+# The project's hypothesis profiles (derandomized by default, `make fuzz` for more).
+from tests import strategies as _hypothesis_profiles  # noqa: F401
+
 # --- observe ---------------------------------------------------------------------------
 
 
