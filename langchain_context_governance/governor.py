@@ -50,7 +50,10 @@ from langchain_context_governance.rules.apply import (
     requires_unique_call_ids,
 )
 from langchain_context_governance.rules.repairs import give_reused_call_ids_fresh_ids
-from langchain_context_governance.rules.templates import rules_for_chat_template
+from langchain_context_governance.rules.templates import (
+    render_chat_template,
+    rules_for_chat_template,
+)
 from langchain_context_governance.rules.validate import PROVIDERS
 from langchain_context_governance.state.conversation import (
     DEFAULT_MAX_CONVERSATIONS,
@@ -83,6 +86,11 @@ from langchain_context_governance.state.window import (
     WindowPlan,
     validate_watermarks,
 )
+from langchain_context_governance.tokens.calibration import (
+    Calibration,
+    Overflow,
+    shared_calibration,
+)
 from langchain_context_governance.tokens.counter import MessageTokenCounter, get_token_counter
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run
 
@@ -90,6 +98,11 @@ logger = logging.getLogger(__name__)
 
 # The smallest summary worth asking for, in tokens (a tenth of the budget otherwise).
 _MIN_SUMMARY_TOKENS = 64
+# A message with more text than this many budgets' worth of characters (4 a token) cannot be
+# sent whole: it is counted approximately, since the last resort cuts it anyway, and exact
+# tokenizers spend seconds and gigabytes on megabytes of text without whitespace.
+_COUNTED_APPROXIMATELY_ABOVE_BUDGETS = 8
+_CHARS_PER_TOKEN = 4
 # What the governor calls on a `store`: LangGraph's BaseStore.
 _STORE_VERBS = ("get", "put", "aget", "aput")
 # Seconds the summary model gets before the cut keeps its plain note.
@@ -126,18 +139,30 @@ class GovernanceReport:
     # conversation (a provider's prompt cache serves them); None where unknown.
     unchanged_prefix_messages: int | None = None
     unchanged_prefix_tokens: int | None = None
+    # How far the counter is from the provider's own counts in this conversation
+    # (tokens/calibration.py); the token figures above are the counter's estimates.
+    calibration_factor: float = 1.0
+
+    @property
+    def corrected_tokens_after(self) -> int:
+        """`tokens_after` as the provider counts it, by the calibration factor."""
+        return Calibration(factor=self.calibration_factor).corrected(self.tokens_after)
 
     @property
     def within_budget(self) -> bool:
-        return self.budget is None or self.tokens_after <= self.budget
+        return self.budget is None or self.corrected_tokens_after <= self.budget
 
     def __str__(self) -> str:
         budget = "no budget" if self.budget is None else f"budget {self.budget:,}"
         verdict = "" if self.within_budget else " OVER BUDGET"
         changed = ", ".join(f"{name}={count}" for name, count in self.changes.items() if count)
         fallback = ", fell back" if self.fell_back else ""
+        corrected = ""
+        if self.calibration_factor != 1.0:
+            corrected = f" x {self.calibration_factor:.3g} = {self.corrected_tokens_after:,}"
+        tokens = f"tokens {self.tokens_before:,} -> {self.tokens_after:,}{corrected}"
         return (
-            f"tokens {self.tokens_before:,} -> {self.tokens_after:,} ({budget}{verdict}), "
+            f"{tokens} ({budget}{verdict}), "
             f"messages {self.messages_before} -> {self.messages_after}"
             f"{'; ' + changed if changed else ''}{fallback}"
         )
@@ -215,6 +240,8 @@ def _validate_settings(governor: ContextGovernor) -> None:
         )
     if governor.max_conversations < 1:
         raise ValueError(f"max_conversations must be >= 1, got {governor.max_conversations}")
+    if governor.overflow_retries < 0:
+        raise ValueError(f"overflow_retries must be >= 0, got {governor.overflow_retries}")
     if governor.on_over_budget not in ("truncate", "warn", "raise"):
         raise ValueError(
             f"on_over_budget must be 'truncate', 'warn' or 'raise', got {governor.on_over_budget!r}"
@@ -294,6 +321,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     summary_prompt: str = DEFAULT_SUMMARY_PROMPT
     summary_timeout: float | None = DEFAULT_SUMMARY_TIMEOUT
     store: Any = None
+    overflow_retries: int = 1
     name: str | None = "ContextGovernor"
 
     _counter: MessageTokenCounter = PrivateAttr()
@@ -303,6 +331,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     _template_rules: tuple[str, ...] = PrivateAttr(default=())
     _unique_call_ids: bool = PrivateAttr(default=False)
     _conversations: Conversations = PrivateAttr()
+    # The model the governor was sized for (`from_model`): its calibration default.
+    _model_label: str | None = PrivateAttr(default=None)
     # The summary model itself, built once where `summary_model` is a "provider:model".
     _summary_model: Runnable[Any, Any] | None = PrivateAttr(default=None)
     # Records written under other request-shaping settings are never read.
@@ -320,7 +350,19 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         self._budget = _input_budget(
             self.context_window_tokens, self.max_output_tokens, self.safety_buffer
         )
-        self._counter = get_token_counter(self.token_counter)
+        self._counter = get_token_counter(
+            self.token_counter,
+            exact_up_to_chars=(
+                None
+                if self._budget is None
+                else self._budget * _CHARS_PER_TOKEN * _COUNTED_APPROXIMATELY_ABOVE_BUDGETS
+            ),
+            render_chat_template=(
+                None
+                if self.chat_template is None
+                else functools.partial(render_chat_template, self.chat_template)
+            ),
+        )
         self._compaction = ResultCompaction(
             compactable_tools=self.compactable_tools,
             exclude_tools=self.exclude_tools,
@@ -378,6 +420,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             min_chars=self.min_chars,
             compaction=self._compaction,
             pin_task=self.pin_task,
+            shared_calibration=shared_calibration(self.calibration_key),
         )
 
     def model_copy(
@@ -420,12 +463,19 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 stacklevel=2,
             )
         settings.update(overrides)
-        return cls(**settings)
+        governor = cls(**settings)
+        governor._model_label = model_label(chat_model)
+        return governor
 
     @property
     def budget(self) -> int | None:
         """Tokens the request may take, or None when no context window is set."""
         return self._budget
+
+    @property
+    def calibration_key(self) -> str:
+        """What the model's default calibration is kept under: the model and the counter."""
+        return f"{self._model_label or 'any model'} counted by {self._counter.name}"
 
     @property
     def counter(self) -> MessageTokenCounter:
@@ -449,6 +499,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         thread_id: str | None = None,
         tools: Sequence[Any] | None = None,
         record: Mapping[str, Any] | None = None,
+        overflows: Sequence[Overflow] = (),
     ) -> GovernanceResult:
         """Govern `messages`; return the governed copy and a report of what changed.
 
@@ -459,18 +510,19 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         result's `record`, kept with the thread); without it the conversation's state is
         this process's, or the `store`'s. Where a cut needs a summary, the
         `summary_model` is asked here, once for that cut, for at most `summary_timeout`
-        seconds.
+        seconds. `overflows`: the provider refused this call's request for its length (see
+        overflow.py); the retry's request is governed with a calibration raised to fit.
         """
         original = _to_message_list(messages)
         if record is None:
             record = self._stored_record(thread_id)
         with self._conversation(thread_id, original, record) as state:
             tools_tokens = self._tools_tokens(tools)
-            result, job, previous = self._govern_with(state, original, tools_tokens)
+            result, job, previous = self._govern_with(state, original, tools_tokens, overflows)
             if job is not None:
                 state.summary = summary_kept(state.summary, job, self._summarize(job))
                 state.previous_request = previous
-                result = self._govern_with(state, original, tools_tokens)[0]
+                result = self._govern_with(state, original, tools_tokens, overflows)[0]
             result = self._with_record(state, result, original)
         self._store_record(thread_id, result.record)
         return result
@@ -482,21 +534,24 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         thread_id: str | None = None,
         tools: Sequence[Any] | None = None,
         record: Mapping[str, Any] | None = None,
+        overflows: Sequence[Overflow] = (),
     ) -> GovernanceResult:
         """`govern` for async callers: the summary model and the store are awaited."""
         if self._summary_model is None and self.store is None:
             # Nothing to await: governance is computation on a copy.
-            return self.govern(messages, thread_id=thread_id, tools=tools, record=record)
+            return self.govern(
+                messages, thread_id=thread_id, tools=tools, record=record, overflows=overflows
+            )
         original = _to_message_list(messages)
         if record is None:
             record = await self._astored_record(thread_id)
         with self._conversation(thread_id, original, record) as state:
             tools_tokens = self._tools_tokens(tools)
-            result, job, previous = self._govern_with(state, original, tools_tokens)
+            result, job, previous = self._govern_with(state, original, tools_tokens, overflows)
             if job is not None:
                 state.summary = summary_kept(state.summary, job, await self._asummarize(job))
                 state.previous_request = previous
-                result = self._govern_with(state, original, tools_tokens)[0]
+                result = self._govern_with(state, original, tools_tokens, overflows)[0]
             result = self._with_record(state, result, original)
         await self._astore_record(thread_id, result.record)
         return result
@@ -582,7 +637,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             await self.store.aput(_STORE_NAMESPACE, thread_id, record)
 
     def _govern_with(
-        self, state: ConversationState, original: list[BaseMessage], tools_tokens: int
+        self,
+        state: ConversationState,
+        original: list[BaseMessage],
+        tools_tokens: int,
+        overflows: Sequence[Overflow] = (),
     ) -> tuple[GovernanceResult, SummaryJob | None, PreviousRequest | None]:
         """One run of the pipeline; the summary the cut needs, if any, is not made here.
 
@@ -596,7 +655,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         previous = state.previous_request
         try:
             governed, changes, plan, job, raw_tokens = self._run_pipeline(
-                state, original, tools_tokens
+                state, original, tools_tokens, overflows
             )
         except Exception:
             logger.exception("context governance failed; sending the minimal repair instead")
@@ -613,13 +672,16 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             messages_before=len(original),
             messages_after=len(governed),
             fell_back=fell_back,
+            calibration_factor=self._calibration_for(plan, overflows).factor,
             **self._measure(original, raw_tokens, governed, plan, tools_tokens),
         )
         logger.debug("context governance report: %s", report)
         if job is None and not report.within_budget:
             assert report.budget is not None
             if self.on_over_budget == "raise":
-                raise ContextBudgetExceeded(budget=report.budget, tokens=report.tokens_after)
+                raise ContextBudgetExceeded(
+                    budget=report.budget, tokens=report.corrected_tokens_after
+                )
             if not state.over_budget_warned:
                 state.over_budget_warned = True
                 _warn_over_budget(report)
@@ -659,8 +721,25 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             return None
         return summary_of_reply(reply, job)
 
+    def _calibration_for(
+        self, plan: WindowPlan | None, overflows: Sequence[Overflow]
+    ) -> Calibration:
+        """The calibration this call compares with thresholds: the window's (learned from
+        the history), else what this call's refusals for length taught."""
+        if plan is not None:
+            return plan.calibration
+        calibration = Calibration()
+        for overflow in overflows:
+            budget = self._budget if self._budget is not None else overflow.estimate_tokens
+            calibration = calibration.observe_overflow(overflow, budget=budget)
+        return calibration
+
     def _run_pipeline(
-        self, state: ConversationState, messages: list[BaseMessage], tools_tokens: int
+        self,
+        state: ConversationState,
+        messages: list[BaseMessage],
+        tools_tokens: int,
+        overflows: Sequence[Overflow] = (),
     ) -> tuple[list[BaseMessage], dict[str, int], WindowPlan | None, SummaryJob | None, int]:
         """The passes in their order, on the conversation's state.
 
@@ -676,11 +755,14 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         `tools_tokens` are what this call's tool definitions take of the budget. Returns
         the request, the changes by pass, the window's plan, the summary the cut needs
         and the tokens of `messages` as they came.
+
+        Thresholds compare counts corrected by the calibration (tokens/calibration.py):
+        the window's, learned from the sizes the history reports, and `overflows`.
         """
         read = state.read(messages)
         history = read.history
         changes = dict(read.changes)
-        plan = state.plan(history, tools_tokens=tools_tokens)
+        plan = state.plan(history, tools_tokens=tools_tokens, overflows=overflows)
         job: SummaryJob | None = None
         if plan is not None:
             job = self._summary_job(state, history, plan)
@@ -690,7 +772,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         else:
             steps: list[tuple[str, PassFunction]] = [("microcompact", self._microcompact)]
             if self._budget is not None:
-                snip = functools.partial(self._snip, tools_tokens=tools_tokens)
+                snip = functools.partial(
+                    self._snip,
+                    tools_tokens=tools_tokens,
+                    calibration=self._calibration_for(None, overflows),
+                )
                 steps.append(("snip_history", snip))
             request, changes = _run_steps(history.to_list(), steps, changes)
         request, changes = _run_steps(request, self._request_repairs(), changes)
@@ -699,7 +785,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             # counted again.
             measured = plan.tokens_after if plan is not None and request is plan.messages else None
             fit = functools.partial(
-                self._fit_to_budget, measured=measured, tools_tokens=tools_tokens
+                self._fit_to_budget,
+                measured=measured,
+                tools_tokens=tools_tokens,
+                calibration=self._calibration_for(plan, overflows),
             )
             request, changes = _run_steps(request, [("truncate", fit)], changes)
         if not request and any(not isinstance(m, ToolMessage) for m in messages):
@@ -776,14 +865,19 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return figures
 
     def _fit_to_budget(
-        self, messages: list[BaseMessage], *, measured: int | None = None, tools_tokens: int = 0
+        self,
+        messages: list[BaseMessage],
+        *,
+        measured: int | None = None,
+        tools_tokens: int = 0,
+        calibration: Calibration,
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
         """The last resort where the request is still too large: see passes/truncate.py.
 
         With `compaction="cache_aware"` it acts above the high watermark, not only above
         the budget, and aims under it, so that governing the governed request again
         changes nothing (the window acts only above the high watermark); it aims under
-        the budget where that is not possible.
+        the budget where that is not possible. Counts are corrected by `calibration`.
         """
         assert self._budget is not None
         targets = [self._budget]
@@ -793,13 +887,13 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             tokens = self._counter.count_messages(messages) + tools_tokens
         else:
             tokens = measured
-        if tokens <= targets[0]:
+        if calibration.corrected(tokens) <= targets[0]:
             return messages, {"truncate": 0}
         fit = None
         for target in targets:
             fit = fit_to_budget(
                 messages,
-                max_tokens=target,
+                max_tokens=max(calibration.limit(target), 1),
                 counter=self._counter,
                 tools_tokens=tools_tokens,
                 min_chars=self.min_chars,
@@ -827,12 +921,12 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         )
 
     def _snip(
-        self, messages: list[BaseMessage], *, tools_tokens: int
+        self, messages: list[BaseMessage], *, tools_tokens: int, calibration: Calibration
     ) -> tuple[list[BaseMessage], int]:
         assert self._budget is not None
         return snip_history_with_count(
             messages,
-            max_tokens=self._budget,
+            max_tokens=max(calibration.limit(self._budget), 1),
             counter=self._counter,
             tools_tokens=tools_tokens,
             pin_task=self.pin_task,
@@ -903,9 +997,9 @@ def _warn_over_budget(report: GovernanceReport) -> None:
         "context governance: the request is over budget: %d tokens for a budget of %d "
         "(%d over); the model may reject it as too long. Raise the window or shrink what "
         "governance cannot cut (the system message, the last turn, tool definitions).",
-        report.tokens_after,
+        report.corrected_tokens_after,
         report.budget,
-        report.tokens_after - report.budget,
+        report.corrected_tokens_after - report.budget,
     )
 
 

@@ -5,10 +5,11 @@ Needs the `agents` extra (`pip install "langchain-context-governance[agents]"`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
@@ -18,7 +19,12 @@ from typing_extensions import NotRequired
 from langchain_context_governance.governor import ContextGovernor, GovernanceResult
 from langchain_context_governance.langgraph import keep_latest_record
 from langchain_context_governance.model_settings import model_label, settings_for_model
+from langchain_context_governance.overflow import (
+    acall_with_overflow_recovery,
+    call_with_overflow_recovery,
+)
 from langchain_context_governance.state.record import RECORD_KEY
+from langchain_context_governance.tokens.calibration import Overflow, with_overflows
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run
 
 try:
@@ -169,55 +175,116 @@ class ContextGovernanceMiddleware(AgentMiddleware[GovernedAgentState, Any, Any])
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelCallResult[Any]:
-        governor, sent = self._governor_and_messages(request)
-        result = govern_in_run(governor, sent, tools=request.tools, record=_record_of(request))
-        return _with_record(handler(_with_messages(request, result)), result)
+        """Call the model on the governed request; after a refusal for length, govern
+        again to fit and retry (`overflow_retries` times, see overflow.py)."""
+        call = _GovernedCall(self._governors.for_model(request.model), request)
+        response = call_with_overflow_recovery(
+            call.govern,
+            lambda result: handler(call.request_for(result)),
+            retries=call.governor.overflow_retries,
+            mark=_with_overflows_marked,
+        )
+        return call.with_record(response)
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelCallResult[Any]:
-        governor, sent = self._governor_and_messages(request)
-        record = _record_of(request)
-        result = await agovern_in_run(governor, sent, tools=request.tools, record=record)
-        return _with_record(await handler(_with_messages(request, result)), result)
+        """`wrap_model_call` for async agents."""
+        call = _GovernedCall(self._governors.for_model(request.model), request)
+        response = await acall_with_overflow_recovery(
+            call.agovern,
+            lambda result: handler(call.request_for(result)),
+            retries=call.governor.overflow_retries,
+            mark=_with_overflows_marked,
+        )
+        return call.with_record(response)
 
-    def _governor_and_messages(
-        self, request: ModelRequest[Any]
-    ) -> tuple[ContextGovernor, list[BaseMessage]]:
-        """The governor for this call's model, and the messages the call sends."""
-        sent: list[BaseMessage] = [*request.messages]
+
+class _GovernedCall:
+    """One model call's request governed: its messages with the system message, the tools
+    it sends, the conversation's record from the agent state; the last result kept."""
+
+    def __init__(self, governor: ContextGovernor, request: ModelRequest[Any]) -> None:
+        self.governor = governor
+        self._request = request
+        self._sent: list[BaseMessage] = [*request.messages]
         if request.system_message is not None:
-            sent.insert(0, request.system_message)
-        return self._governors.for_model(request.model), sent
+            self._sent.insert(0, request.system_message)
+        state = request.state
+        record = state.get(RECORD_KEY) if isinstance(state, Mapping) else None
+        self._record = record if isinstance(record, Mapping) else None
+        self._result: GovernanceResult | None = None
+
+    def govern(self, overflows: Sequence[Overflow]) -> GovernanceResult:
+        self._result = govern_in_run(
+            self.governor,
+            self._sent,
+            tools=self._request.tools,
+            record=self._record,
+            overflows=overflows,
+        )
+        return self._result
+
+    async def agovern(self, overflows: Sequence[Overflow]) -> GovernanceResult:
+        self._result = await agovern_in_run(
+            self.governor,
+            self._sent,
+            tools=self._request.tools,
+            record=self._record,
+            overflows=overflows,
+        )
+        return self._result
+
+    def request_for(self, result: GovernanceResult) -> ModelRequest[Any]:
+        """The request with the governed messages, its system message taken back off.
+
+        A profile without a system role (e.g. "gemma") writes the system text into the
+        first user turn: the request then has no system message of its own.
+        """
+        governed = result.messages
+        system: SystemMessage | None = None
+        if (
+            self._request.system_message is not None
+            and governed
+            and isinstance(governed[0], SystemMessage)
+        ):
+            system, governed = governed[0], governed[1:]
+        return self._request.override(
+            system_message=system, messages=cast("list[AnyMessage]", governed)
+        )
+
+    def with_record(self, response: ModelCallResult[Any]) -> ModelCallResult[Any]:
+        """The model's response with the conversation's updated record for the agent state."""
+        assert self._result is not None
+        if isinstance(response, ExtendedModelResponse):
+            # An inner handler's own command; LangChain's composition never hands one here.
+            return response
+        if isinstance(response, AIMessage):
+            response = ModelResponse(result=[response])
+        return ExtendedModelResponse(
+            model_response=response, command=Command(update={RECORD_KEY: self._result.record})
+        )
 
 
-def _record_of(request: ModelRequest[Any]) -> Mapping[str, Any] | None:
-    record = request.state.get(RECORD_KEY) if isinstance(request.state, Mapping) else None
-    return record if isinstance(record, Mapping) else None
-
-
-def _with_messages(request: ModelRequest[Any], result: GovernanceResult) -> ModelRequest[Any]:
-    """The request with the governed messages, its system message taken back off the front.
-
-    A profile without a system role (e.g. "gemma") writes the system text into the first
-    user turn: the request then has no system message of its own.
-    """
-    governed = result.messages
-    system: SystemMessage | None = None
-    if request.system_message is not None and governed and isinstance(governed[0], SystemMessage):
-        system, governed = governed[0], governed[1:]
-    return request.override(system_message=system, messages=cast("list[AnyMessage]", governed))
-
-
-def _with_record(response: ModelCallResult[Any], result: GovernanceResult) -> ModelCallResult[Any]:
-    """The model's response with the conversation's updated record for the agent state."""
-    if isinstance(response, ExtendedModelResponse):
-        # An inner handler's own command; LangChain's composition never hands one here.
-        return response
+def _with_overflows_marked(
+    response: ModelResponse[Any], overflows: Sequence[Overflow]
+) -> ModelResponse[Any]:
+    """The response with its reply marked with the refusals that preceded it."""
     if isinstance(response, AIMessage):
-        response = ModelResponse(result=[response])
-    return ExtendedModelResponse(
-        model_response=response, command=Command(update={RECORD_KEY: result.record})
-    )
+        return cast("ModelResponse[Any]", with_overflows(response, overflows))
+    if isinstance(response, ModelResponse):
+        marked = [
+            with_overflows(message, overflows) if isinstance(message, AIMessage) else message
+            for message in response.result
+        ]
+        return dataclasses.replace(response, result=marked)
+    inner = getattr(response, "model_response", None)
+    if isinstance(inner, ModelResponse) and dataclasses.is_dataclass(response):
+        # An inner middleware's ExtendedModelResponse (a response and a state command).
+        return cast(
+            "ModelResponse[Any]",
+            dataclasses.replace(response, model_response=_with_overflows_marked(inner, overflows)),
+        )
+    return response

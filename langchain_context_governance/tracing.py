@@ -28,14 +28,16 @@ if TYPE_CHECKING:
         GovernanceResult,
         GovernorInput,
     )
+    from langchain_context_governance.tokens.calibration import Overflow
 
 __all__ = ["agovern_in_run", "govern_in_run", "report_as_dict"]
 
 
 def report_as_dict(report: GovernanceReport) -> dict[str, Any]:
-    """The report as plain JSON data, `within_budget` included."""
+    """The report as plain JSON data, `within_budget` and `corrected_tokens_after` included."""
     data = dataclasses.asdict(report)
     data["within_budget"] = report.within_budget
+    data["corrected_tokens_after"] = report.corrected_tokens_after
     return data
 
 
@@ -50,6 +52,7 @@ def govern_in_run(
     *,
     tools: Sequence[Any] | None = None,
     record: Mapping[str, Any] | None = None,
+    overflows: Sequence[Overflow] = (),
 ) -> GovernanceResult:
     """`governor.govern(messages, tools=..., record=...)` as a chain run named after the
     governor.
@@ -67,7 +70,11 @@ def govern_in_run(
     )
     try:
         result = governor.govern(
-            messages, thread_id=thread_id_of(config), tools=tools, record=record
+            messages,
+            thread_id=thread_id_of(config),
+            tools=tools,
+            record=record,
+            overflows=overflows,
         )
     except BaseException as error:
         run_manager.on_chain_error(error)
@@ -83,6 +90,7 @@ async def agovern_in_run(
     *,
     tools: Sequence[Any] | None = None,
     record: Mapping[str, Any] | None = None,
+    overflows: Sequence[Overflow] = (),
 ) -> GovernanceResult:
     """`govern_in_run` for async callers: async callback handlers are awaited."""
     config = ensure_config(config)
@@ -94,7 +102,11 @@ async def agovern_in_run(
     )
     try:
         result = await governor.agovern(
-            messages, thread_id=thread_id_of(config), tools=tools, record=record
+            messages,
+            thread_id=thread_id_of(config),
+            tools=tools,
+            record=record,
+            overflows=overflows,
         )
     except BaseException as error:
         await run_manager.on_chain_error(error)

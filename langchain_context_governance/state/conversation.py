@@ -37,6 +37,7 @@ from langchain_context_governance.state.repair_stream import (
     StreamRead,
 )
 from langchain_context_governance.state.window import BatchedWindow, WindowPlan
+from langchain_context_governance.tokens.calibration import Overflow
 
 DEFAULT_MAX_CONVERSATIONS = 10_000
 # States kept per thread (several agents of one graph may share a thread, each with its
@@ -111,19 +112,28 @@ class ConversationState:
             self.summary = None
         return read
 
-    def plan(self, history: RepairedHistory, *, tools_tokens: int) -> WindowPlan | None:
+    def plan(
+        self,
+        history: RepairedHistory,
+        *,
+        tools_tokens: int,
+        overflows: Sequence[Overflow] = (),
+    ) -> WindowPlan | None:
         """The cache-aware policy's request for this call, or None without a replay.
 
-        `tools_tokens` are what this call's tool definitions take; the prefix report
-        compares with the conversation's previous request, also where another worker
-        sent it (by the record's digests).
+        `tools_tokens` are what this call's tool definitions take; `overflows` the
+        provider's refusals of this call's request for its length (a retry). The prefix
+        report compares with the conversation's previous request, also where another
+        worker sent it (by the record's digests).
         """
         window = self._window_for(tools_tokens)
         if window is None:
             return None
         previous = self.previous_request
         window.previous_request = None if previous is None else previous.local
-        plan = window.plan(history, final=history.final, summary_for=self._summary_text)
+        plan = window.plan(
+            history, final=history.final, summary_for=self._summary_text, overflows=overflows
+        )
         local = window.previous_request
         if previous is None:
             self.previous_request = PreviousRequest(b"", None).followed_by(plan.messages, local)[0]
