@@ -12,8 +12,11 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 
-from langchain_context_governance import ContextGovernor, apply_provider_rules
-from langchain_context_governance import SYNTHETIC_USER_CONTENT
+from langchain_context_governance import (
+    SYNTHETIC_USER_CONTENT,
+    ContextGovernor,
+    apply_provider_rules,
+)
 from langchain_context_governance.passes.backfill import BACKFILL_CONTENT
 from langchain_context_governance.rules.apply import (
     UNNAMED_TOOL,
