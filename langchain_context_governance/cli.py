@@ -27,6 +27,10 @@ from rich.table import Table
 from langchain_context_governance.demo import DEFAULT_WINDOW_TOKENS, run_demo_in_terminal
 from langchain_context_governance.governor import ContextGovernor, GovernanceReport
 from langchain_context_governance.model_settings import chat_model_from_string
+from langchain_context_governance.rules.templates import (
+    ChatTemplateLimitExceeded,
+    rules_for_chat_template,
+)
 from langchain_context_governance.rules.validate import PROVIDERS, Violation, validate_messages
 from langchain_context_governance.state.window import DEFAULT_KEEP_RECENT
 from langchain_context_governance.tokens.counter import COUNTER_NAMES
@@ -439,6 +443,18 @@ ChatTemplateOption = Annotated[
 ]
 
 
+def _probed_chat_template(path: Path) -> str:
+    """The template's text, probed once here so that its errors name the option."""
+    try:
+        template = path.read_text(encoding="utf-8")
+        rules_for_chat_template(template)
+    except OSError as error:
+        raise _fail(f"--chat-template {path}: {error.strerror or error}") from None
+    except (UnicodeDecodeError, ValueError, ImportError) as error:
+        raise _fail(f"--chat-template {path}: {error}") from None
+    return template
+
+
 @app.command()
 def check(
     file: FileArgument,
@@ -451,14 +467,20 @@ def check(
     except BadInput as error:
         raise _fail(str(error)) from None
     provider = _provider_for(transcript, provider)
+    template = None if chat_template is None else _probed_chat_template(chat_template)
     try:
-        template = None if chat_template is None else chat_template.read_text(encoding="utf-8")
         violations = validate_messages(
-            transcript.messages, provider=provider, chat_template=template
+            transcript.messages,
+            provider=provider,
+            chat_template=template,
+            tools=_request_tools(transcript),
         )
-    except (OSError, UnicodeDecodeError, ValueError, ImportError) as error:
-        where = f"--chat-template {chat_template}: " if isinstance(error, OSError) else ""
-        raise _fail(f"{where}{error}") from None
+    except BadInput as error:
+        raise _fail(str(error)) from None
+    except ChatTemplateLimitExceeded as error:
+        raise _fail(f"--chat-template {chat_template}: {error}") from None
+    except ValueError as error:  # a tool definition the template cannot be given
+        raise _fail(f"the request's tools: {error}") from None
     for violation in violations:
         typer.echo(violation_line(file, violation))
     count = len(violations)
