@@ -19,7 +19,7 @@ from pydantic import ConfigDict, PrivateAttr, model_validator
 from langchain_context_governance._added import (
     synthetic_user_turn,
 )
-from langchain_context_governance._messages import as_message_list
+from langchain_context_governance._messages import messages_to_govern
 from langchain_context_governance._settings import reject_unknown_settings
 from langchain_context_governance.errors import ContextBudgetExceeded
 from langchain_context_governance.model_settings import (
@@ -79,7 +79,8 @@ logger = logging.getLogger(__name__)
 # The smallest summary worth asking for, in tokens (a tenth of the budget otherwise).
 _MIN_SUMMARY_TOKENS = 64
 
-GovernorInput = Sequence[MessageLikeRepresentation] | PromptValue
+# A LangGraph state (a mapping with a "messages" key) is governed as its message list.
+GovernorInput = Sequence[MessageLikeRepresentation] | PromptValue | Mapping[str, Any]
 
 # A step returns the messages and how many it changed, or such counts per pass name.
 PassFunction = Callable[[list[BaseMessage]], tuple[list[BaseMessage], int | Mapping[str, int]]]
@@ -372,8 +373,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     def govern(self, messages: GovernorInput, *, thread_id: str | None = None) -> GovernanceResult:
         """Govern `messages`; return the governed copy and a report of what changed.
 
-        `thread_id` names the conversation (LangGraph's thread); without it the
-        conversation is recognised by its history. Where a cut needs a summary, the
+        `messages` is a list of messages, a `PromptValue`, or a LangGraph state, whose
+        "messages" list is governed; a `RemoveMessage` in it is applied, never sent (see
+        `_messages.messages_to_govern`). A message that cannot be read is a ValueError
+        naming its index. `thread_id` names the conversation (LangGraph's thread);
+        without it the conversation is recognised by its history. Where a cut needs a summary, the
         `summary_model` is called here, once for that cut.
         """
         original = _to_message_list(messages)
@@ -675,7 +679,12 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     def _run_minimal_repair(
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], dict[str, int]]:
-        return _run_steps(messages, self._request_repairs())
+        """The request repairs alone; where even they fail, the messages as they came."""
+        try:
+            return _run_steps(messages, self._request_repairs())
+        except Exception:
+            logger.exception("the minimal repair failed too; sending the messages unchanged")
+            return list(messages), {}
 
     def as_pre_model_hook(
         self,
@@ -731,9 +740,7 @@ def _warn_over_budget(report: GovernanceReport) -> None:
 
 
 def _to_message_list(messages: GovernorInput) -> list[BaseMessage]:
-    if isinstance(messages, PromptValue):
-        return messages.to_messages()
-    return as_message_list(messages)
+    return messages_to_govern(messages)
 
 
 def _run_steps(
