@@ -356,6 +356,26 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         settings.update(overrides)
         return cls(**settings)
 
+    def __repr__(self) -> str:
+        """The provider profile and the settings that differ from the defaults, each short:
+        a model by its class and name, tools by their names, long text by its length.
+
+        Example:
+            >>> ContextGovernor(context_window_tokens=8_000, tools=[{"name": "grep"}])
+            ContextGovernor(provider='openai', context_window_tokens=8000, tools=<1 tool: grep>)
+        """
+        settings = ", ".join(f"{name}={shown}" for name, shown in self._repr_settings())
+        return f"{type(self).__name__}({settings})"
+
+    def _repr_settings(self) -> Iterator[tuple[str, str]]:
+        # The profile first and always: it decides which rules the requests satisfy.
+        yield "provider", repr(self.provider)
+        for name, field_info in type(self).model_fields.items():
+            value = getattr(self, name)
+            if name in ("provider", "name") or value == field_info.default:
+                continue
+            yield name, short_setting(value)
+
     @property
     def budget(self) -> int | None:
         """Tokens the request may take, or None when no context window is set."""
@@ -719,6 +739,42 @@ _PAIR_REPAIRS: list[tuple[str, PassFunction]] = [
     ("drop_orphan_tool_results", drop_orphan_tool_results_with_count),
     ("backfill_missing_tool_results", backfill_missing_tool_results_with_count),
 ]
+
+
+# Text settings longer than this show their length in `repr` (a chat template, a prompt).
+_REPR_TEXT_CHARACTERS = 60
+
+
+def short_setting(value: Any) -> str:
+    """A setting's value for `repr`, a few dozen characters at most.
+
+    Example:
+        >>> short_setting("{% for m in messages %}{{ m.content }}{% endfor %}" * 3)
+        '<text of 150 characters>'
+    """
+    if isinstance(value, str):
+        return (
+            repr(value)
+            if len(value) <= _REPR_TEXT_CHARACTERS
+            else f"<text of {len(value):,} characters>"
+        )
+    if isinstance(value, (int, float, bool, frozenset)) or value is None:
+        return repr(sorted(value)) if isinstance(value, frozenset) else repr(value)
+    if isinstance(value, Sequence):
+        names = [str(_tool_name(tool)) for tool in value]
+        noun = "tool" if len(names) == 1 else "tools"
+        listed = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        return f"<{len(names)} {noun}: {listed}>"
+    if isinstance(value, Runnable):
+        return f"<{model_label(value)}>"
+    return f"<{getattr(value, '__name__', type(value).__name__)}>"
+
+
+def _tool_name(tool: Any) -> Any:
+    if isinstance(tool, Mapping):
+        function = tool.get("function")
+        return (function if isinstance(function, Mapping) else tool).get("name", "?")
+    return getattr(tool, "name", getattr(tool, "__name__", type(tool).__name__))
 
 
 def _summary_of(reply: Any, job: SummaryJob) -> str | None:
