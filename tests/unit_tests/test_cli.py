@@ -783,3 +783,30 @@ def test_a_final_assistant_turn_the_api_refuses_as_a_prefill_is_reported_and_rem
     assert checked.exit_code == EXIT_BROKEN_RULES, why
     assert "last-not-user-or-tool" in checked.stdout
     assert governed_body(body)["messages"][-1]["role"] == "user"
+
+
+def test_the_command_reads_at_most_max_input_mb() -> None:
+    endless = runner.invoke(app, ["check", "/dev/zero", "--max-input-mb", "1"])
+    assert endless.exit_code == EXIT_BAD_INPUT
+    assert_one_line_error(endless.stderr, "/dev/zero: larger than 1 MB", "--max-input-mb")
+    too_much = json.dumps([{"role": "user", "content": "x" * 1_100_000}])
+    piped = runner.invoke(app, ["govern", "-", "--max-input-mb", "1"], input=too_much)
+    assert piped.exit_code == EXIT_BAD_INPUT
+    assert_one_line_error(piped.stderr, "<stdin>: larger than 1 MB")
+    assert runner.invoke(app, ["check", "-", "--max-input-mb", "2"], input=too_much).exit_code == 0
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "mistral", "strict"])
+def test_lone_surrogates_are_governed_and_written_back_as_escapes(provider: str) -> None:
+    # JSON's "\ud800" escape reads into a lone surrogate, which UTF-8 cannot encode.
+    text = (
+        '[{"role": "user", "content": "find \\ud800"},'
+        ' {"role": "assistant", "content": null, "tool_calls": [{"id": "c\\udfff",'
+        ' "type": "function", "function": {"name": "grep", "arguments": "{}"}}]}]'
+    )
+    result = runner.invoke(app, ["govern", "-", "--provider", provider], input=text)
+    assert result.exit_code == 0, result.stderr
+    result.stdout.encode("utf-8")
+    governed = parse_transcript(result.stdout).messages
+    assert governed[0].content == "find \ud800"
+    assert validate_messages(governed, provider=provider) == []
