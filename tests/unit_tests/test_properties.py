@@ -344,3 +344,23 @@ def test_bad_input_gives_a_legal_request_without_falling_back(
         assert result.messages == []
         return
     assert validate_messages(result.messages, provider=provider) == []
+
+
+UNREADABLE_CONTENTS = (42, {"type": "text", "text": "x"}, ["text", 7], [None])
+
+
+@bad_input_settings
+@given(
+    history=bad_inputs(),
+    content=st.sampled_from(UNREADABLE_CONTENTS),
+    at=st.integers(min_value=0),
+)
+def test_unreadable_content_is_a_value_error_naming_the_message(
+    history: list[BaseMessage], content: Any, at: int
+) -> None:
+    position = at % (len(history) + 1)
+    unreadable = HumanMessage("x")
+    unreadable.content = content
+    history = [*history[:position], unreadable, *history[position:]]
+    with pytest.raises(ValueError, match=rf"^message {position}: "):
+        governor("strict", 200).govern(history)
