@@ -171,7 +171,7 @@ def _read_transcript(path: Path, *, max_input_mb: int) -> Transcript:
     source = "<stdin>" if str(path) == STANDARD_STREAM else str(path)
     try:
         if str(path) == STANDARD_STREAM:
-            data = _read_at_most(_stdin_bytes(), max_input_mb, source)
+            data = _read_at_most(_stdin_bytes(max_input_mb), max_input_mb, source)
         else:
             with path.open("rb") as stream:
                 data = _read_at_most(stream, max_input_mb, source)
@@ -182,10 +182,12 @@ def _read_transcript(path: Path, *, max_input_mb: int) -> Transcript:
         raise BadInput(f"{source}: cannot be read: {error.strerror or error}") from error
 
 
-def _stdin_bytes() -> BinaryIO:
+def _stdin_bytes(max_input_mb: int) -> BinaryIO:
     if hasattr(sys.stdin, "buffer"):
         return sys.stdin.buffer
-    return io.BytesIO(sys.stdin.read().encode("utf-8", "surrogatepass"))
+    # A text stream (an embedding program's): a character is at least one byte.
+    text = sys.stdin.read(max_input_mb * BYTES_PER_MB + 1)
+    return io.BytesIO(text.encode("utf-8", "surrogatepass"))
 
 
 def _read_at_most(stream: BinaryIO, max_input_mb: int, source: str) -> bytes:
