@@ -157,3 +157,24 @@ def test_the_fallback_itself_never_fails(
     messages = [record.getMessage() for record in caplog.records]
     assert any("sending the minimal repair instead" in message for message in messages)
     assert any("sending the messages unchanged" in message for message in messages)
+
+
+def negative(message: BaseMessage) -> int:
+    return -5
+
+
+def fractional(messages: list[BaseMessage]) -> float:
+    return 2.5 * len(messages)
+
+
+@pytest.mark.parametrize("counter", [negative, fractional])
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemma"])
+def test_a_counter_returning_no_token_count_is_an_error_naming_it(
+    counter: Any, provider: str
+) -> None:
+    # Raised where the counter first counts: at construction for a list counter, whose
+    # count of an empty request is taken then, else on the first call.
+    with pytest.raises((ValueError, TypeError), match=r"token_counter \(callable\) must return"):
+        ContextGovernor(
+            provider=provider, token_counter=counter, context_window_tokens=9_000
+        ).govern(history())
