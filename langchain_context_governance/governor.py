@@ -21,7 +21,7 @@ from pydantic import ConfigDict, PrivateAttr, model_validator
 from langchain_context_governance._added import (
     synthetic_user_turn,
 )
-from langchain_context_governance._messages import as_message_list
+from langchain_context_governance._messages import messages_to_govern
 from langchain_context_governance._settings import reject_unknown_settings
 from langchain_context_governance.errors import ContextBudgetExceeded
 from langchain_context_governance.model_settings import (
@@ -113,7 +113,8 @@ _SETTINGS_NOT_SHAPING_REQUESTS = frozenset(
     {"name", "max_conversations", "summary_model", "summary_timeout", "store", "tools"}
 )
 
-GovernorInput = Sequence[MessageLikeRepresentation] | PromptValue
+# A LangGraph state (a mapping with a "messages" key) is governed as its message list.
+GovernorInput = Sequence[MessageLikeRepresentation] | PromptValue | Mapping[str, Any]
 
 # A step returns the messages and how many it changed, or such counts per pass name.
 PassFunction = Callable[[list[BaseMessage]], tuple[list[BaseMessage], int | Mapping[str, int]]]
@@ -467,6 +468,26 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         governor._model_label = model_label(chat_model)
         return governor
 
+    def __repr__(self) -> str:
+        """The provider profile and the settings that differ from the defaults, each short:
+        a model by its class and name, tools by their names, long text by its length.
+
+        Example:
+            >>> ContextGovernor(context_window_tokens=8_000, tools=[{"name": "grep"}])
+            ContextGovernor(provider='openai', context_window_tokens=8000, tools=<1 tool: grep>)
+        """
+        settings = ", ".join(f"{name}={shown}" for name, shown in self._repr_settings())
+        return f"{type(self).__name__}({settings})"
+
+    def _repr_settings(self) -> Iterator[tuple[str, str]]:
+        # The profile first and always: it decides which rules the requests satisfy.
+        yield "provider", repr(self.provider)
+        for name, field_info in type(self).model_fields.items():
+            value = getattr(self, name)
+            if name in ("provider", "name") or value == field_info.default:
+                continue
+            yield name, short_setting(value)
+
     @property
     def budget(self) -> int | None:
         """Tokens the request may take, or None when no context window is set."""
@@ -503,15 +524,19 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     ) -> GovernanceResult:
         """Govern `messages`; return the governed copy and a report of what changed.
 
-        `thread_id` names the conversation (LangGraph's thread); without it the
-        conversation is recognised by its history. `tools` are the tool definitions sent
-        with this call (they count against its budget; the governor's `tools` setting
-        where None). `record` is the conversation's record from the previous call (the
-        result's `record`, kept with the thread); without it the conversation's state is
-        this process's, or the `store`'s. Where a cut needs a summary, the
-        `summary_model` is asked here, once for that cut, for at most `summary_timeout`
-        seconds. `overflows`: the provider refused this call's request for its length (see
-        overflow.py); the retry's request is governed with a calibration raised to fit.
+        `messages` is a list of messages, a `PromptValue`, or a LangGraph state, whose
+        "messages" list is governed; a `RemoveMessage` in it is applied, never sent (see
+        `_messages.messages_to_govern`). A message that cannot be read is a ValueError
+        naming its index. `thread_id` names the conversation (LangGraph's thread);
+        without it the conversation is recognised by its history. `tools` are the tool
+        definitions sent with this call (they count against its budget; the governor's
+        `tools` setting where None). `record` is the conversation's record from the
+        previous call (the result's `record`, kept with the thread); without it the
+        conversation's state is this process's, or the `store`'s. Where a cut needs a
+        summary, the `summary_model` is asked here, once for that cut, for at most
+        `summary_timeout` seconds. `overflows`: the provider refused this call's request
+        for its length (see overflow.py); the retry's request is governed with a
+        calibration raised to fit.
         """
         original = _to_message_list(messages)
         if record is None:
@@ -935,7 +960,12 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     def _run_minimal_repair(
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], dict[str, int]]:
-        return _run_steps(messages, self._request_repairs())
+        """The request repairs alone; where even they fail, the messages as they came."""
+        try:
+            return _run_steps(messages, self._request_repairs())
+        except Exception:
+            logger.exception("the minimal repair failed too; sending the messages unchanged")
+            return list(messages), {}
 
     def as_pre_model_hook(
         self,
@@ -990,6 +1020,42 @@ def _log_summary_failure(error: Exception) -> None:
         )
 
 
+# Text settings longer than this show their length in `repr` (a chat template, a prompt).
+_REPR_TEXT_CHARACTERS = 60
+
+
+def short_setting(value: Any) -> str:
+    """A setting's value for `repr`, a few dozen characters at most.
+
+    Example:
+        >>> short_setting("{% for m in messages %}{{ m.content }}{% endfor %}" * 3)
+        '<text of 150 characters>'
+    """
+    if isinstance(value, str):
+        return (
+            repr(value)
+            if len(value) <= _REPR_TEXT_CHARACTERS
+            else f"<text of {len(value):,} characters>"
+        )
+    if isinstance(value, (int, float, bool, frozenset)) or value is None:
+        return repr(sorted(value)) if isinstance(value, frozenset) else repr(value)
+    if isinstance(value, Sequence):
+        names = [str(_tool_name(tool)) for tool in value]
+        noun = "tool" if len(names) == 1 else "tools"
+        listed = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        return f"<{len(names)} {noun}: {listed}>"
+    if isinstance(value, Runnable):
+        return f"<{model_label(value)}>"
+    return f"<{getattr(value, '__name__', type(value).__name__)}>"
+
+
+def _tool_name(tool: Any) -> Any:
+    if isinstance(tool, Mapping):
+        function = tool.get("function")
+        return (function if isinstance(function, Mapping) else tool).get("name", "?")
+    return getattr(tool, "name", getattr(tool, "__name__", type(tool).__name__))
+
+
 def _warn_over_budget(report: GovernanceReport) -> None:
     """Over budget is never silent: one WARNING per conversation."""
     assert report.budget is not None
@@ -1004,9 +1070,7 @@ def _warn_over_budget(report: GovernanceReport) -> None:
 
 
 def _to_message_list(messages: GovernorInput) -> list[BaseMessage]:
-    if isinstance(messages, PromptValue):
-        return messages.to_messages()
-    return as_message_list(messages)
+    return messages_to_govern(messages)
 
 
 def _run_steps(
