@@ -110,7 +110,15 @@ DEFAULT_SUMMARY_TIMEOUT = 60.0
 # Settings that do not change what a request looks like: a record written under other
 # values of these is still read.
 _SETTINGS_NOT_SHAPING_REQUESTS = frozenset(
-    {"name", "max_conversations", "summary_model", "summary_timeout", "store", "tools"}
+    {
+        "name",
+        "max_conversations",
+        "summary_model",
+        "summary_timeout",
+        "store",
+        "tools",
+        "overflow_retries",
+    }
 )
 
 # A LangGraph state (a mapping with a "messages" key) is governed as its message list.
@@ -592,21 +600,22 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
 
         Rather than wait for the other call, govern from a fresh state, which gives the
         same request: governance never blocks a thread or an event loop on a lock. A
-        record written elsewhere since this state's last call is taken up (`_take_up`).
+        record written elsewhere since this state's last call is taken up
+        (`_continue_from_record`).
         """
         state = self._conversations.state_for(thread_id, messages)
         if not state.lock.acquire(blocking=False):
             state = self._new_conversation()
-            self._take_up(state, record, messages)
+            self._continue_from_record(state, record, messages)
             yield state
             return
         try:
-            self._take_up(state, record, messages)
+            self._continue_from_record(state, record, messages)
             yield state
         finally:
             state.lock.release()
 
-    def _take_up(
+    def _continue_from_record(
         self,
         state: ConversationState,
         data: Mapping[str, Any] | None,
