@@ -41,14 +41,7 @@ from langchain_context_governance.passes.microcompact import (
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
 from langchain_context_governance.passes.snip import snip_history_with_count
 from langchain_context_governance.passes.truncate import fit_to_budget
-from langchain_context_governance.rules.apply import (
-    apply_group_rules_with_count,
-    apply_provider_rules_with_counts,
-    messages_between,
-    requires_unique_call_ids,
-)
-from langchain_context_governance.rules.repairs import give_reused_call_ids_fresh_ids
-from langchain_context_governance.rules.templates import rules_for_chat_template
+from langchain_context_governance.rules.profile import Profile, resolve_profile
 from langchain_context_governance.rules.validate import PROVIDERS
 from langchain_context_governance.state.conversation import (
     DEFAULT_MAX_CONVERSATIONS,
@@ -256,9 +249,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     _counter: MessageTokenCounter = PrivateAttr()
     _compaction: ResultCompaction = PrivateAttr()
     _budget: int | None = PrivateAttr(default=None)
-    # Rules the chat template needs beyond the provider profile (probed once per template).
-    _template_rules: tuple[str, ...] = PrivateAttr(default=())
-    _unique_call_ids: bool = PrivateAttr(default=False)
+    # The provider profile with the rules the chat template needs, resolved once.
+    _profile: Profile = PrivateAttr()
     _conversations: Conversations = PrivateAttr()
 
     @model_validator(mode="before")
@@ -279,11 +271,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             exclude_tools=self.exclude_tools,
             placeholder=self.placeholder,
         )
-        if self.chat_template is not None:
-            self._template_rules = rules_for_chat_template(self.chat_template)
-        self._unique_call_ids = requires_unique_call_ids(
-            self.provider, extra_rules=self._template_rules
-        )
+        self._profile = resolve_profile(self.provider, chat_template=self.chat_template)
         self._conversations = Conversations(
             self._new_conversation, max_conversations=self.max_conversations
         )
@@ -303,9 +291,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 pin_task=self.pin_task,
             )
         repairs = RepairStream(
-            repair_group=self._repair_group,
+            repair_group=self._profile.repair_group,
             count_message=self._counter.count_message,
-            bridge=self._bridge,
+            bridge=self._profile.between,
         )
         return ConversationState(repairs, window)
 
@@ -354,6 +342,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             )
         settings.update(overrides)
         return cls(**settings)
+
+    @property
+    def profile(self) -> Profile:
+        """The provider profile (with its chat-template rules) every request is repaired for."""
+        return self._profile
 
     @property
     def budget(self) -> int | None:
@@ -548,47 +541,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             changes["apply_provider_rules"] = changes.get("apply_provider_rules", 0) + 1
         return request, changes, plan, job
 
-    def _repair_group(
-        self, group: list[BaseMessage], declared_before: Callable[[str], bool]
-    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        """One group's pairs, then the provider rules that need only the group.
-
-        A rewritten call id or tool name (a call without an id gets one, and a
-        placeholder result), blank text removed, a parallel call split or tool traffic
-        written as text changes the token count, so these run on the history, before
-        cutting. Where the provider wants ids unique in the request,
-        a call id declared in an earlier group gets a fresh one here, so every request
-        cut from the history has unique ids.
-        """
-        # Pairs again after the rules: a rule can remove a call (one the client would not
-        # send) or add one (a call without an id gets an id of its own).
-        repaired, changes = _run_steps(
-            group,
-            [*_PAIR_REPAIRS, ("apply_provider_rules", self._apply_group_rules), *_PAIR_REPAIRS],
-        )
-        if self._unique_call_ids:
-            fresh, renamed = give_reused_call_ids_fresh_ids(repaired, taken=declared_before)
-            if renamed:
-                changes["apply_provider_rules"] = changes.get("apply_provider_rules", 0) + renamed
-                repaired = fresh
-        return repaired, changes
-
-    def _bridge(self, previous: BaseMessage, message: BaseMessage) -> list[BaseMessage]:
-        """What the provider wants between two groups (see `messages_between`)."""
-        return messages_between(
-            previous, message, provider=self.provider, extra_rules=self._template_rules
-        )
-
-    def _apply_group_rules(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
-        return apply_group_rules_with_count(
-            messages, provider=self.provider, extra_rules=self._template_rules
-        )
-
     def _request_repairs(self) -> list[tuple[str, PassFunction]]:
         return [
             *_PAIR_REPAIRS,
             ("enforce_role_alternation", enforce_role_alternation_with_count),
-            ("apply_provider_rules", self._apply_provider_rules),
+            ("apply_provider_rules", self._profile.repair),
         ]
 
     def _measure(
@@ -646,13 +603,6 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 break
         assert fit is not None
         return fit.messages, {"microcompact": fit.compacted, "truncate": fit.truncated}
-
-    def _apply_provider_rules(
-        self, messages: list[BaseMessage]
-    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        return apply_provider_rules_with_counts(
-            messages, provider=self.provider, extra_rules=self._template_rules
-        )
 
     def _microcompact(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
         return microcompact_with_count(

@@ -12,14 +12,14 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 
-from langchain_context_governance import ContextGovernor, apply_provider_rules
-from langchain_context_governance import SYNTHETIC_USER_CONTENT
-from langchain_context_governance.passes.backfill import BACKFILL_CONTENT
-from langchain_context_governance.rules.apply import (
-    UNNAMED_TOOL,
-    apply_provider_rules_with_count,
-    stable_tool_call_id,
+from langchain_context_governance import (
+    SYNTHETIC_USER_CONTENT,
+    ContextGovernor,
+    apply_provider_rules,
 )
+from langchain_context_governance.passes.backfill import BACKFILL_CONTENT
+from langchain_context_governance.rules.apply import apply_provider_rules_with_count
+from langchain_context_governance.rules.ids import UNNAMED_TOOL, stable_tool_call_id
 from langchain_context_governance.rules.validate import PROVIDERS, validate_messages
 from tests.builders import ai_calls, call, result
 from tests.oracles import mistral_common_accepts
