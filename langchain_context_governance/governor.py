@@ -98,6 +98,8 @@ class GovernanceReport:
     # conversation (a provider's prompt cache serves them); None where unknown.
     unchanged_prefix_messages: int | None = None
     unchanged_prefix_tokens: int | None = None
+    # The provider profile the request was repaired for (see `ContextGovernor.profile`).
+    profile: str = ""
 
     @property
     def within_budget(self) -> bool:
@@ -108,10 +110,11 @@ class GovernanceReport:
         verdict = "" if self.within_budget else " OVER BUDGET"
         changed = ", ".join(f"{name}={count}" for name, count in self.changes.items() if count)
         fallback = ", fell back" if self.fell_back else ""
+        profile = f"; profile {self.profile}" if self.profile else ""
         return (
             f"tokens {self.tokens_before:,} -> {self.tokens_after:,} ({budget}{verdict}), "
             f"messages {self.messages_before} -> {self.messages_after}"
-            f"{'; ' + changed if changed else ''}{fallback}"
+            f"{'; ' + changed if changed else ''}{fallback}{profile}"
         )
 
 
@@ -316,17 +319,21 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         `chat_model` is a chat model (`bind_tools` bindings are unwrapped) or a
         "provider:model" string, built with langchain's `init_chat_model` only to be read.
         The window is `profile["max_input_tokens"]`; the output reservation is the model's
-        own `max_tokens` setting where set, else `profile["max_output_tokens"]`. OpenAI
-        models count with their bundled tiktoken encoding, other models with their own
-        counter where it needs no network, else approximately; the tokenizer's chat
-        template is probed where the model has one. `overrides` win; an unknown
-        one raises. When no window is found, ValueError asks for `context_window_tokens`;
-        an explicit `context_window_tokens=None` warns instead (repairs only, no trimming).
+        own `max_tokens` setting where set, else `profile["max_output_tokens"]` (a quarter
+        of the window where that is not below the window). OpenAI models count with their
+        bundled tiktoken encoding, other models with their own counter where it needs no
+        network, else approximately; the tokenizer's chat template is probed where the
+        model has one. The provider profile comes from the model's package and class
+        (`model_settings.provider_for_model`: ChatAnthropic is "anthropic", ChatOpenAI on
+        OpenAI's API "openai", an unknown class "strict"). `overrides` win (`provider=`
+        always); an unknown one raises. When no window is found, ValueError asks for
+        `context_window_tokens`; an explicit `context_window_tokens=None` warns instead
+        (repairs only, no trimming).
         """
         reject_unknown_settings(overrides, cls.model_fields, where=f"{cls.__name__}.from_model")
         if isinstance(chat_model, str):
             chat_model = chat_model_from_string(chat_model)
-        settings = settings_for_model(chat_model)
+        settings = settings_for_model(chat_model, chat_template=overrides.get("chat_template"))
         if "context_window_tokens" not in settings and "context_window_tokens" not in overrides:
             raise ValueError(
                 f"from_model: {model_label(chat_model)} has no context window in its profile "
@@ -446,6 +453,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             messages_before=len(original),
             messages_after=len(governed),
             fell_back=fell_back,
+            profile=self._profile.name,
             **self._measure(original, raw_tokens, governed, plan),
         )
         logger.debug("context governance report: %s", report)
