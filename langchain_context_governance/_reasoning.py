@@ -34,10 +34,16 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 
 __all__ = [
     "GEMINI_SIGNATURES_KEY",
@@ -48,6 +54,8 @@ __all__ = [
     "reasoning_blocks",
     "reasoning_state",
     "signed_thinking_blocks",
+    "thinking_tool_loop_start",
+    "tool_loop_opening",
 ]
 
 # Anthropic's signed blocks.
@@ -119,3 +127,48 @@ def reasoning_state(message: BaseMessage) -> tuple[Any, ...]:
 def carries_reasoning(message: BaseMessage) -> bool:
     """Whether `message` holds reasoning state a provider wants back with it, unchanged."""
     return bool(reasoning_state(message))
+
+
+def tool_loop_opening(messages: Sequence[BaseMessage], end: int | None = None) -> int | None:
+    """The assistant message that opens the tool loop `messages[:end]` ends in, if it does.
+
+    The loop runs from the first assistant message after the last user message to the
+    tool results at the end; Anthropic reads it as one assistant turn. System messages
+    at the end do not end it: every profile moves them to the front.
+    """
+    end = len(messages) if end is None else end
+    while end > 0 and isinstance(messages[end - 1], SystemMessage):
+        end -= 1
+    if end == 0 or not isinstance(messages[end - 1], ToolMessage):
+        return None
+    opening = None
+    for index in range(end - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, HumanMessage):
+            break
+        if isinstance(message, AIMessage):
+            opening = index
+    return opening
+
+
+def thinking_tool_loop_start(messages: Sequence[BaseMessage], end: int | None = None) -> int | None:
+    """Where the tool loop `messages[:end]` ends in starts, when it starts with thinking.
+
+    Anthropic wants that loop's opening message, thinking block first, with the rest of the
+    loop: a cut keeps the messages from this index on together, or drops them all
+    (`SummarizationMiddleware` cuts inside it, langchain-ai/langchain#34794).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage, ToolMessage
+        >>> thinking = {"type": "thinking", "thinking": "Read it.", "signature": "EqQB"}
+        >>> call = {"name": "read_file", "args": {}, "id": "toolu_1"}
+        >>> thinking_tool_loop_start(
+        ...     [HumanMessage("go"), AIMessage([thinking], tool_calls=[call]),
+        ...      ToolMessage("text", tool_call_id="toolu_1")]
+        ... )
+        1
+    """
+    opening = tool_loop_opening(messages, end)
+    if opening is None or not opens_with_thinking(messages[opening]):
+        return None
+    return opening

@@ -44,11 +44,12 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from langchain_context_governance._messages import is_assistant, is_tool_result, is_user
+from langchain_context_governance._messages import is_tool_result
 from langchain_context_governance._reasoning import (
     GEMINI_SIGNATURES_KEY,
     opens_with_thinking,
     signed_thinking_blocks,
+    tool_loop_opening,
 )
 from langchain_context_governance.passes.alternation import enforce_role_alternation_with_count
 from langchain_context_governance.rules.rule import (
@@ -66,7 +67,6 @@ __all__ = [
     "SIGNED_THINKING_BLOCKS",
     "THINKING_OPENS_THE_TOOL_LOOP",
     "THOUGHT_SIGNATURES_WITH_THEIR_CALLS",
-    "thinking_tool_loop_start",
 ]
 
 _REASONING_CONTENT = "reasoning_content"
@@ -108,23 +108,8 @@ def drop_unsigned_thinking_blocks(messages: list[BaseMessage]) -> tuple[list[Bas
 # --- Anthropic: the tool loop opens with thinking -------------------------------------------
 
 
-def _tool_loop_opening(request: list[BaseMessage]) -> int | None:
-    """The assistant message that opens the tool loop the request ends in, if it ends in one.
-
-    The loop runs from the first assistant message after the last user message to the tool
-    results at the end; Anthropic reads it as one assistant turn.
-    """
-    if not request or not is_tool_result(request[-1]):
-        return None
-    last_user = max((index for index, m in enumerate(request) if is_user(m)), default=-1)
-    return next(
-        (index for index in range(last_user + 1, len(request)) if is_assistant(request[index])),
-        None,
-    )
-
-
 def _check_thinking_opens_the_tool_loop(request: list[BaseMessage]) -> list[Violation]:
-    opening = _tool_loop_opening(request)
+    opening = tool_loop_opening(request)
     if opening is None or opens_with_thinking(request[opening]):
         return []
     # Thinking is on for this turn where a message of the loop carries a thinking block
@@ -143,29 +128,6 @@ def _check_thinking_opens_the_tool_loop(request: list[BaseMessage]) -> list[Viol
     ]
 
 
-def thinking_tool_loop_start(messages: list[BaseMessage]) -> int | None:
-    """Where the tool loop `messages` end in starts, when it starts with a thinking block.
-
-    Anthropic reads the loop (the assistant messages and tool results after the last user
-    message) as one assistant turn that must open with its thinking block: a cut must
-    keep the messages from this index on together, or drop them all.
-
-    Example:
-        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-        >>> thinking = {"type": "thinking", "thinking": "Read it.", "signature": "EqQB"}
-        >>> call = {"name": "read_file", "args": {}, "id": "toolu_1"}
-        >>> thinking_tool_loop_start(
-        ...     [HumanMessage("go"), AIMessage([thinking], tool_calls=[call]),
-        ...      ToolMessage("text", tool_call_id="toolu_1")]
-        ... )
-        1
-    """
-    opening = _tool_loop_opening(messages)
-    if opening is None or not opens_with_thinking(messages[opening]):
-        return None
-    return opening
-
-
 def close_the_tool_loop_as_text(messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
     """Write the calls and results of the tool loop whose opening lacks its thinking as text.
 
@@ -176,7 +138,7 @@ def close_the_tool_loop_as_text(messages: list[BaseMessage]) -> tuple[list[BaseM
     """
     if not _check_thinking_opens_the_tool_loop(messages):
         return messages, 0
-    opening = _tool_loop_opening(messages)
+    opening = tool_loop_opening(messages)
     assert opening is not None
     loop, rewritten = write_tool_traffic_as_text(messages[opening:])
     alternated, merged = enforce_role_alternation_with_count([*messages[:opening], *loop])
@@ -268,7 +230,8 @@ def _signatures(message: AIMessage) -> dict[str, Any]:
 
 
 def _call_ids(message: AIMessage) -> list[str]:
-    return [call_id for call in message.tool_calls if (call_id := call.get("id"))]
+    calls = [*message.tool_calls, *message.invalid_tool_calls]
+    return [call_id for call in calls if (call_id := call.get("id"))]
 
 
 def _orphan_signatures(message: AIMessage) -> list[str]:

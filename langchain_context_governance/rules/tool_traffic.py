@@ -26,6 +26,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.messages.tool import tool_call
 
 from langchain_context_governance._messages import is_tool_result
+from langchain_context_governance._reasoning import (
+    GEMINI_SIGNATURES_KEY,
+    OPENAI_FUNCTION_CALL_IDS_KEY,
+)
 from langchain_context_governance.passes.alternation import merge_contents
 from langchain_context_governance.rules._calls import call_key, tool_use_blocks
 from langchain_context_governance.rules.ids import stable_tool_call_id
@@ -191,18 +195,33 @@ def _call_count(message: BaseMessage) -> int:
     return len(message.tool_calls) + len(message.invalid_tool_calls)
 
 
-def _is_tool_use(block: str | dict[str, Any], call_id: str | None = None) -> bool:
-    """A tool_use block; with `call_id`, the one of that call."""
-    if not (isinstance(block, dict) and block.get("type") == "tool_use"):
-        return False
-    return call_id is None or block.get("id") == call_id
+def _call_id_of_block(block: str | dict[str, Any]) -> str | None:
+    """The call a content block belongs to: a `tool_use` block's id, a `function_call`
+    item's `call_id`; None for any other block."""
+    if not isinstance(block, dict):
+        return None
+    key = {"tool_use": "id", "function_call": "call_id"}.get(str(block.get("type")))
+    value = block.get(key) if key else None
+    return value if isinstance(value, str) else None
+
+
+def _is_call_block(block: str | dict[str, Any]) -> bool:
+    return isinstance(block, dict) and block.get("type") in ("tool_use", "function_call")
+
+
+def _kwargs_for_call(kwargs: dict[str, Any], call_id: str | None) -> dict[str, Any]:
+    """The per-call state of one call (Gemini's signature, OpenAI's item id), nothing else."""
+    return {
+        name: {call_id: per_call[call_id]}
+        for name in (GEMINI_SIGNATURES_KEY, OPENAI_FUNCTION_CALL_IDS_KEY)
+        if isinstance(per_call := kwargs.get(name), dict) and call_id in per_call
+    }
 
 
 def _piece(message: AIMessage, call_id: str | None, *, first: bool) -> AIMessage:
-    """`message` reduced to the one call `call_id`; only the first piece keeps the text.
-
-    The first piece is the message itself (a copy), so its reasoning state stays with it.
-    """
+    """`message` reduced to the one call `call_id`, with the blocks and per-call state of
+    that call; only the first piece keeps the text and the rest of the message's
+    reasoning state (it is the message itself, a copy)."""
     tool_calls = [call for call in message.tool_calls if call.get("id") == call_id]
     invalid = [call for call in message.invalid_tool_calls if call.get("id") == call_id]
     content: Content
@@ -212,12 +231,25 @@ def _piece(message: AIMessage, call_id: str | None, *, first: bool) -> AIMessage
         content = [
             block
             for block in message.content
-            if _is_tool_use(block, call_id) or (first and not _is_tool_use(block))
+            if (call_id is not None and _call_id_of_block(block) == call_id)
+            or (first and not _is_call_block(block))
         ]
+    own = _kwargs_for_call(message.additional_kwargs, call_id)
     if first:
-        update = {"tool_calls": tool_calls, "invalid_tool_calls": invalid, "content": content}
+        kwargs = {**message.additional_kwargs, **own}
+        for name in (GEMINI_SIGNATURES_KEY, OPENAI_FUNCTION_CALL_IDS_KEY):
+            if name in kwargs and name not in own:
+                del kwargs[name]
+        update = {
+            "tool_calls": tool_calls,
+            "invalid_tool_calls": invalid,
+            "content": content,
+            "additional_kwargs": kwargs,
+        }
         return message.model_copy(update=update)
-    return AIMessage(content=content, tool_calls=tool_calls, invalid_tool_calls=invalid)
+    return AIMessage(
+        content=content, tool_calls=tool_calls, invalid_tool_calls=invalid, additional_kwargs=own
+    )
 
 
 def _split_run(message: AIMessage, results: list[BaseMessage]) -> list[BaseMessage]:
@@ -263,6 +295,10 @@ def split_parallel_tool_calls(messages: list[BaseMessage]) -> tuple[list[BaseMes
 # --- no tool role ---------------------------------------------------------------------------
 
 
+def _blocks(message: BaseMessage) -> list[Any]:
+    return message.content if isinstance(message.content, list) else []
+
+
 def _has_tool_traffic(message: BaseMessage) -> bool:
     if is_tool_result(message):
         return True
@@ -290,13 +326,11 @@ def _call_as_text(name: str, arguments: Any, call_id: str) -> str:
 
 
 def _assistant_without_calls(message: AIMessage) -> AIMessage:
+    # The call blocks (Anthropic tool_use, OpenAI function_call items) are the calls
+    # themselves: a client would send them as calls, so they become text too.
     content: Content = message.content
     if isinstance(content, list):
-        content = [
-            block
-            for block in content
-            if not (isinstance(block, dict) and block.get("type") == "tool_use")
-        ]
+        content = [block for block in content if not _is_call_block(block)]
     seen: set[str] = set()
     for call in [*message.tool_calls, *message.invalid_tool_calls]:
         call_id = call.get("id") or ""
@@ -304,14 +338,25 @@ def _assistant_without_calls(message: AIMessage) -> AIMessage:
         content = merge_contents(
             content, _call_as_text(call.get("name") or "", call.get("args"), call_id)
         )
-    for block in tool_use_blocks(message.content):
-        if block.get("id") not in seen:
-            text = _call_as_text(
-                str(block.get("name") or ""), block.get("input"), str(block.get("id"))
-            )
+    for block in _blocks(message):
+        block_call = str(_call_id_of_block(block))
+        if _is_call_block(block) and block_call not in seen:
+            seen.add(block_call)
+            arguments = block.get("input", block.get("arguments"))
+            text = _call_as_text(str(block.get("name") or ""), arguments, block_call)
             content = merge_contents(content, text)
+    kwargs = {
+        name: value
+        for name, value in message.additional_kwargs.items()
+        if name not in (GEMINI_SIGNATURES_KEY, OPENAI_FUNCTION_CALL_IDS_KEY)
+    }
     return message.model_copy(
-        update={"content": content, "tool_calls": [], "invalid_tool_calls": []}
+        update={
+            "content": content,
+            "tool_calls": [],
+            "invalid_tool_calls": [],
+            "additional_kwargs": kwargs,
+        }
     )
 
 
@@ -324,7 +369,9 @@ def write_tool_traffic_as_text(messages: list[BaseMessage]) -> tuple[list[BaseMe
         if isinstance(message, ToolMessage):
             header = f"(result of tool {message.name or 'call'} {message.tool_call_id})"
             return HumanMessage(merge_contents(header, message.content), id=message.id)
-        if isinstance(message, AIMessage) and _has_tool_traffic(message):
+        if isinstance(message, AIMessage) and (
+            _has_tool_traffic(message) or any(_is_call_block(b) for b in _blocks(message))
+        ):
             return _assistant_without_calls(message)
         return message
 
