@@ -42,6 +42,7 @@ from langchain_context_governance.passes.orphans import drop_orphan_tool_results
 from langchain_context_governance.passes.snip import snip_history_with_count
 from langchain_context_governance.passes.truncate import fit_to_budget
 from langchain_context_governance.rules.profile import Profile, resolve_profile
+from langchain_context_governance.rules.templates import render_chat_template
 from langchain_context_governance.rules.validate import PROVIDERS
 from langchain_context_governance.state.conversation import (
     DEFAULT_MAX_CONVERSATIONS,
@@ -64,6 +65,11 @@ from langchain_context_governance.state.window import (
     WindowPlan,
     validate_watermarks,
 )
+from langchain_context_governance.tokens.calibration import (
+    Calibration,
+    Overflow,
+    shared_calibration,
+)
 from langchain_context_governance.tokens.counter import MessageTokenCounter, get_token_counter
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run
 
@@ -71,6 +77,11 @@ logger = logging.getLogger(__name__)
 
 # The smallest summary worth asking for, in tokens (a tenth of the budget otherwise).
 _MIN_SUMMARY_TOKENS = 64
+# A message with more text than this many budgets' worth of characters (4 a token) cannot be
+# sent whole: it is counted approximately, since the last resort cuts it anyway, and exact
+# tokenizers spend seconds and gigabytes on megabytes of text without whitespace.
+_COUNTED_APPROXIMATELY_ABOVE_BUDGETS = 8
+_CHARS_PER_TOKEN = 4
 
 GovernorInput = Sequence[MessageLikeRepresentation] | PromptValue
 
@@ -98,12 +109,20 @@ class GovernanceReport:
     # conversation (a provider's prompt cache serves them); None where unknown.
     unchanged_prefix_messages: int | None = None
     unchanged_prefix_tokens: int | None = None
+    # How far the counter is from the provider's own counts in this conversation
+    # (tokens/calibration.py); the token figures above are the counter's estimates.
+    calibration_factor: float = 1.0
     # The provider profile the request was repaired for (see `ContextGovernor.profile`).
     profile: str = ""
 
     @property
+    def corrected_tokens_after(self) -> int:
+        """`tokens_after` as the provider counts it, by the calibration factor."""
+        return Calibration(factor=self.calibration_factor).corrected(self.tokens_after)
+
+    @property
     def within_budget(self) -> bool:
-        return self.budget is None or self.tokens_after <= self.budget
+        return self.budget is None or self.corrected_tokens_after <= self.budget
 
     def __str__(self) -> str:
         budget = "no budget" if self.budget is None else f"budget {self.budget:,}"
@@ -111,8 +130,12 @@ class GovernanceReport:
         changed = ", ".join(f"{name}={count}" for name, count in self.changes.items() if count)
         fallback = ", fell back" if self.fell_back else ""
         profile = f"; profile {self.profile}" if self.profile else ""
+        corrected = ""
+        if self.calibration_factor != 1.0:
+            corrected = f" x {self.calibration_factor:.3g} = {self.corrected_tokens_after:,}"
+        tokens = f"tokens {self.tokens_before:,} -> {self.tokens_after:,}{corrected}"
         return (
-            f"tokens {self.tokens_before:,} -> {self.tokens_after:,} ({budget}{verdict}), "
+            f"{tokens} ({budget}{verdict}), "
             f"messages {self.messages_before} -> {self.messages_after}"
             f"{'; ' + changed if changed else ''}{fallback}{profile}"
         )
@@ -170,6 +193,8 @@ def _validate_settings(governor: ContextGovernor) -> None:
         raise ValueError("summary_prompt must not be empty")
     if governor.max_conversations < 1:
         raise ValueError(f"max_conversations must be >= 1, got {governor.max_conversations}")
+    if governor.overflow_retries < 0:
+        raise ValueError(f"overflow_retries must be >= 0, got {governor.overflow_retries}")
     if governor.on_over_budget not in ("truncate", "warn", "raise"):
         raise ValueError(
             f"on_over_budget must be 'truncate', 'warn' or 'raise', got {governor.on_over_budget!r}"
@@ -247,6 +272,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS
     summary_model: Any = None
     summary_prompt: str = DEFAULT_SUMMARY_PROMPT
+    overflow_retries: int = 1
     name: str | None = "ContextGovernor"
 
     _counter: MessageTokenCounter = PrivateAttr()
@@ -255,6 +281,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     # The provider profile with the rules the chat template needs, resolved once.
     _profile: Profile = PrivateAttr()
     _conversations: Conversations = PrivateAttr()
+    # The model the governor was sized for (`from_model`): its calibration default.
+    _model_label: str | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -268,7 +296,19 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         self._budget = _input_budget(
             self.context_window_tokens, self.max_output_tokens, self.safety_buffer
         )
-        self._counter = get_token_counter(self.token_counter)
+        self._counter = get_token_counter(
+            self.token_counter,
+            exact_up_to_chars=(
+                None
+                if self._budget is None
+                else self._budget * _CHARS_PER_TOKEN * _COUNTED_APPROXIMATELY_ABOVE_BUDGETS
+            ),
+            render_chat_template=(
+                None
+                if self.chat_template is None
+                else functools.partial(render_chat_template, self.chat_template)
+            ),
+        )
         self._compaction = ResultCompaction(
             compactable_tools=self.compactable_tools,
             exclude_tools=self.exclude_tools,
@@ -292,6 +332,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 min_chars=self.min_chars,
                 compaction=self._compaction,
                 pin_task=self.pin_task,
+                shared_calibration=shared_calibration(self.calibration_key),
             )
         repairs = RepairStream(
             repair_group=self._profile.repair_group,
@@ -348,7 +389,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 stacklevel=2,
             )
         settings.update(overrides)
-        return cls(**settings)
+        governor = cls(**settings)
+        governor._model_label = model_label(chat_model)
+        return governor
 
     @property
     def profile(self) -> Profile:
@@ -361,6 +404,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return self._budget
 
     @property
+    def calibration_key(self) -> str:
+        """What the model's default calibration is kept under: the model and the counter."""
+        return f"{self._model_label or 'any model'} counted by {self._counter.name}"
+
+    @property
     def counter(self) -> MessageTokenCounter:
         """The cached per-message token counter this governor uses."""
         return self._counter
@@ -369,35 +417,51 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         """Tokens of a request made of `messages` and this governor's tool definitions."""
         return self._counter.count_messages(messages) + self._counter.count_tools(self.tools)
 
-    def govern(self, messages: GovernorInput, *, thread_id: str | None = None) -> GovernanceResult:
+    def govern(
+        self,
+        messages: GovernorInput,
+        *,
+        thread_id: str | None = None,
+        overflows: Sequence[Overflow] = (),
+    ) -> GovernanceResult:
         """Govern `messages`; return the governed copy and a report of what changed.
 
         `thread_id` names the conversation (LangGraph's thread); without it the
         conversation is recognised by its history. Where a cut needs a summary, the
-        `summary_model` is called here, once for that cut.
+        `summary_model` is called here, once for that cut. `overflows`: the provider
+        refused this call's request for its length (see `recover_from_overflow`); the
+        retry's request is governed with a calibration raised to fit.
         """
         original = _to_message_list(messages)
         with self._conversation(thread_id, original) as state:
-            result, job, previous = self._govern_with(state, original)
+            result, job, previous = self._govern_with(state, original, overflows=overflows)
             if job is None:
                 return result
             self._keep_summary(state, job, self._summarize(job))
-            return self._govern_with(state, original, previous_request=previous)[0]
+            return self._govern_with(
+                state, original, previous_request=previous, overflows=overflows
+            )[0]
 
     async def agovern(
-        self, messages: GovernorInput, *, thread_id: str | None = None
+        self,
+        messages: GovernorInput,
+        *,
+        thread_id: str | None = None,
+        overflows: Sequence[Overflow] = (),
     ) -> GovernanceResult:
         """`govern` for async callers: the summary model, where a cut needs it, is awaited."""
         if self.summary_model is None:
             # Nothing to await: governance is computation on a copy.
-            return self.govern(messages, thread_id=thread_id)
+            return self.govern(messages, thread_id=thread_id, overflows=overflows)
         original = _to_message_list(messages)
         with self._conversation(thread_id, original) as state:
-            result, job, previous = self._govern_with(state, original)
+            result, job, previous = self._govern_with(state, original, overflows=overflows)
             if job is None:
                 return result
             self._keep_summary(state, job, await self._asummarize(job))
-            return self._govern_with(state, original, previous_request=previous)[0]
+            return self._govern_with(
+                state, original, previous_request=previous, overflows=overflows
+            )[0]
 
     @contextmanager
     def _conversation(
@@ -423,6 +487,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         original: list[BaseMessage],
         *,
         previous_request: list[int] | None = None,
+        overflows: Sequence[Overflow] = (),
     ) -> tuple[GovernanceResult, SummaryJob | None, list[int] | None]:
         """One run of the pipeline; the summary the cut needs, if any, is not made here.
 
@@ -436,7 +501,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         if previous_request is not None and state.window is not None:
             state.window.previous_request = previous_request
         try:
-            governed, changes, plan, job = self._run_pipeline(state, original)
+            governed, changes, plan, job = self._run_pipeline(state, original, overflows)
             raw_tokens: int | None = state.repairs.raw_tokens
         except Exception:
             logger.exception("context governance failed; sending the minimal repair instead")
@@ -453,6 +518,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             messages_before=len(original),
             messages_after=len(governed),
             fell_back=fell_back,
+            calibration_factor=self._calibration_for(plan, overflows).factor,
             profile=self._profile.name,
             **self._measure(original, raw_tokens, governed, plan),
         )
@@ -460,7 +526,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         if job is None and not report.within_budget:
             assert report.budget is not None
             if self.on_over_budget == "raise":
-                raise ContextBudgetExceeded(budget=report.budget, tokens=report.tokens_after)
+                raise ContextBudgetExceeded(
+                    budget=report.budget, tokens=report.corrected_tokens_after
+                )
             if not state.over_budget_warned:
                 state.over_budget_warned = True
                 _warn_over_budget(report)
@@ -506,8 +574,24 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         # Kept also when the model failed (None): one model call per cut, never one per call.
         state.summary = (job.cut, text)
 
+    def _calibration_for(
+        self, plan: WindowPlan | None, overflows: Sequence[Overflow]
+    ) -> Calibration:
+        """The calibration this call compares with thresholds: the window's (learned from
+        the history), else what this call's refusals for length taught."""
+        if plan is not None:
+            return plan.calibration
+        calibration = Calibration()
+        for overflow in overflows:
+            budget = self._budget if self._budget is not None else overflow.estimate_tokens
+            calibration = calibration.observe_overflow(overflow, budget=budget)
+        return calibration
+
     def _run_pipeline(
-        self, state: ConversationState, messages: list[BaseMessage]
+        self,
+        state: ConversationState,
+        messages: list[BaseMessage],
+        overflows: Sequence[Overflow] = (),
     ) -> tuple[list[BaseMessage], dict[str, int], WindowPlan | None, SummaryJob | None]:
         """The passes in their order, on the conversation's state.
 
@@ -519,6 +603,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
            profile runs on the request alone.
         4. The last resort, where the request is still too large: compact the newest
            results, then shorten the largest messages (`on_over_budget="truncate"`).
+
+        Thresholds compare counts corrected by the calibration (tokens/calibration.py):
+        the window's, learned from the sizes the history reports, and `overflows`.
         """
         history = state.repairs.read(messages)
         state.restart_if_needed()
@@ -526,7 +613,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         plan: WindowPlan | None = None
         job: SummaryJob | None = None
         if state.window is not None:
-            plan = state.window.plan(history, final=history.final, summary_for=state.summary_for)
+            plan = state.window.plan(
+                history, final=history.final, summary_for=state.summary_for, overflows=overflows
+            )
             job = self._summary_job(state, history, plan)
             request = plan.messages
             changes["microcompact"] = plan.compacted
@@ -534,14 +623,21 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         else:
             steps: list[tuple[str, PassFunction]] = [("microcompact", self._microcompact)]
             if self._budget is not None:
-                steps.append(("snip_history", self._snip))
+                snip = functools.partial(
+                    self._snip, calibration=self._calibration_for(None, overflows)
+                )
+                steps.append(("snip_history", snip))
             request, changes = _run_steps(history.to_list(), steps, changes)
         request, changes = _run_steps(request, self._request_repairs(), changes)
         if self._budget is not None and self.on_over_budget != "warn":
             # The window measured its request; a request the repairs left alone is not
             # counted again.
             measured = plan.tokens_after if plan is not None and request is plan.messages else None
-            fit = functools.partial(self._fit_to_budget, measured=measured)
+            fit = functools.partial(
+                self._fit_to_budget,
+                measured=measured,
+                calibration=self._calibration_for(plan, overflows),
+            )
             request, changes = _run_steps(request, [("truncate", fit)], changes)
         if not request and any(not isinstance(m, ToolMessage) for m in messages):
             # Only blank messages were left; a request needs something to answer.
@@ -580,27 +676,31 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return figures
 
     def _fit_to_budget(
-        self, messages: list[BaseMessage], *, measured: int | None = None
+        self,
+        messages: list[BaseMessage],
+        *,
+        measured: int | None = None,
+        calibration: Calibration,
     ) -> tuple[list[BaseMessage], Mapping[str, int]]:
         """The last resort where the request is still too large: see passes/truncate.py.
 
         With `compaction="cache_aware"` it acts above the high watermark, not only above
         the budget, and aims under it, so that governing the governed request again
         changes nothing (the window acts only above the high watermark); it aims under
-        the budget where that is not possible.
+        the budget where that is not possible. Counts are corrected by `calibration`.
         """
         assert self._budget is not None
         targets = [self._budget]
         if self.compaction == "cache_aware":
             targets.insert(0, max(int(self._budget * self.high_watermark), 1))
         tokens = self.count_tokens(messages) if measured is None else measured
-        if tokens <= targets[0]:
+        if calibration.corrected(tokens) <= targets[0]:
             return messages, {"truncate": 0}
         fit = None
         for target in targets:
             fit = fit_to_budget(
                 messages,
-                max_tokens=target,
+                max_tokens=max(calibration.limit(target), 1),
                 counter=self._counter,
                 tools_tokens=self._counter.count_tools(self.tools),
                 min_chars=self.min_chars,
@@ -620,11 +720,13 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             compaction=self._compaction,
         )
 
-    def _snip(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
+    def _snip(
+        self, messages: list[BaseMessage], *, calibration: Calibration
+    ) -> tuple[list[BaseMessage], int]:
         assert self._budget is not None
         return snip_history_with_count(
             messages,
-            max_tokens=self._budget,
+            max_tokens=max(calibration.limit(self._budget), 1),
             counter=self._counter,
             tools_tokens=self._counter.count_tools(self.tools),
             pin_task=self.pin_task,
@@ -682,9 +784,9 @@ def _warn_over_budget(report: GovernanceReport) -> None:
         "context governance: the request is over budget: %d tokens for a budget of %d "
         "(%d over); the model may reject it as too long. Raise the window or shrink what "
         "governance cannot cut (the system message, the last turn, tool definitions).",
-        report.tokens_after,
+        report.corrected_tokens_after,
         report.budget,
-        report.tokens_after - report.budget,
+        report.corrected_tokens_after - report.budget,
     )
 
 

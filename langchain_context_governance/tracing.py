@@ -9,6 +9,7 @@ pass, the unchanged prefix.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -27,14 +28,16 @@ if TYPE_CHECKING:
         GovernanceResult,
         GovernorInput,
     )
+    from langchain_context_governance.tokens.calibration import Overflow
 
 __all__ = ["agovern_in_run", "govern_in_run", "report_as_dict"]
 
 
 def report_as_dict(report: GovernanceReport) -> dict[str, Any]:
-    """The report as plain JSON data, `within_budget` included."""
+    """The report as plain JSON data, `within_budget` and `corrected_tokens_after` included."""
     data = dataclasses.asdict(report)
     data["within_budget"] = report.within_budget
+    data["corrected_tokens_after"] = report.corrected_tokens_after
     return data
 
 
@@ -43,7 +46,11 @@ def _run_outputs(result: GovernanceResult) -> dict[str, Any]:
 
 
 def govern_in_run(
-    governor: ContextGovernor, messages: GovernorInput, config: RunnableConfig | None = None
+    governor: ContextGovernor,
+    messages: GovernorInput,
+    config: RunnableConfig | None = None,
+    *,
+    overflows: Sequence[Overflow] = (),
 ) -> GovernanceResult:
     """`governor.govern(messages)` as a chain run named after the governor.
 
@@ -59,7 +66,7 @@ def govern_in_run(
         run_id=config.pop("run_id", None),
     )
     try:
-        result = governor.govern(messages, thread_id=thread_id_of(config))
+        result = governor.govern(messages, thread_id=thread_id_of(config), overflows=overflows)
     except BaseException as error:
         run_manager.on_chain_error(error)
         raise
@@ -68,7 +75,11 @@ def govern_in_run(
 
 
 async def agovern_in_run(
-    governor: ContextGovernor, messages: GovernorInput, config: RunnableConfig | None = None
+    governor: ContextGovernor,
+    messages: GovernorInput,
+    config: RunnableConfig | None = None,
+    *,
+    overflows: Sequence[Overflow] = (),
 ) -> GovernanceResult:
     """`govern_in_run` for async callers: async callback handlers are awaited."""
     config = ensure_config(config)
@@ -79,7 +90,9 @@ async def agovern_in_run(
         run_id=config.pop("run_id", None),
     )
     try:
-        result = await governor.agovern(messages, thread_id=thread_id_of(config))
+        result = await governor.agovern(
+            messages, thread_id=thread_id_of(config), overflows=overflows
+        )
     except BaseException as error:
         await run_manager.on_chain_error(error)
         raise

@@ -56,6 +56,14 @@ from langchain_context_governance.passes.snip import (
     is_task_candidate,
     pinned_task_copy,
 )
+from langchain_context_governance.tokens.calibration import (
+    UNCALIBRATED,
+    Calibration,
+    Overflow,
+    SharedCalibration,
+    overflows_of,
+    reported_input_tokens,
+)
 from langchain_context_governance.tokens.counter import (
     MessageTokenCounter,
     TokenCounterSpec,
@@ -134,6 +142,8 @@ class _Window:
     pinned: int | None = None
     last_user_before_cut: int | None = None
     task_pinned: bool = False
+    # Learned from the sizes the provider reported for the replies so far.
+    calibration: Calibration = UNCALIBRATED
 
 
 @dataclass
@@ -155,6 +165,8 @@ class WindowPlan:
     cut: int = 0
     omitted: int = 0
     task_pinned: bool = False
+    # The factor the thresholds were compared with (`tokens_after` is uncorrected).
+    calibration: Calibration = UNCALIBRATED
 
 
 # Marks a compacted result in a request's fingerprints.
@@ -183,7 +195,9 @@ class BatchedWindow:
         min_chars: int = 500,
         compaction: ResultCompaction | None = None,
         pin_task: bool = True,
+        shared_calibration: SharedCalibration | None = None,
     ) -> None:
+        """`shared_calibration`: the model's default, used until the history reports a size."""
         validate_max_tokens(max_tokens)
         validate_watermarks(high_watermark=high_watermark, low_watermark=low_watermark)
         validate_microcompact_settings(keep_recent=keep_recent, min_chars=min_chars)
@@ -196,6 +210,7 @@ class BatchedWindow:
         self._compaction = compaction if compaction is not None else ResultCompaction()
         self._pin_task = pin_task
         self._max_tokens = max_tokens
+        self._shared_calibration = shared_calibration
         self.reset()
 
     def reset(self) -> None:
@@ -211,6 +226,7 @@ class BatchedWindow:
         *,
         final: int | None = None,
         summary_for: Callable[[int], str | None] | None = None,
+        overflows: Sequence[Overflow] = (),
     ) -> WindowPlan:
         """The request for a model call on `history` (the full, repaired history).
 
@@ -220,6 +236,7 @@ class BatchedWindow:
         `summary_for(cut)` (a summary of them, made once per cut by the caller, or None)
         goes into that note. The budget reserves room for the plain note only: a note
         with a summary that would take the request over the high watermark is left out.
+        `overflows`: the provider refused this call's request for its length (a retry).
         """
         final = len(history) if final is None else final
         for index in range(self._known, final):
@@ -229,7 +246,7 @@ class BatchedWindow:
         window = replace(self._window)
         for index in range(final, len(history)):
             self._add(history, index, window)
-        self._step(history, window, end=len(history))
+        self._call(history, window, end=len(history), overflows=overflows)
         summary = summary_for(window.cut) if summary_for is not None and window.cut else None
         plan = self._build(history, window, summary=summary)
         self._replay.forget_from(final, tool_names)
@@ -247,7 +264,8 @@ class BatchedWindow:
     def _add(self, history: Sequence[BaseMessage], index: int, window: _Window) -> None:
         message = history[index]
         if isinstance(message, AIMessage):
-            self._step(history, window, end=index)
+            self._call(history, window, end=index, overflows=overflows_of(message))
+            self._observe_reported_size(message, window)
             for call_id, name in iter_declared_tool_calls(message):
                 self._replay.tool_names.setdefault(call_id, name)
         tokens = self._counter.count_message(message)
@@ -315,12 +333,53 @@ class BatchedWindow:
             pinned += self._note_tokens(self._omitted(window))
         return self._fixed + window.system_tokens + pinned + window.window_tokens
 
+    def _calibration(self, window: _Window) -> Calibration:
+        """The conversation's own calibration, or the model's default before its first."""
+        if window.calibration.observations or self._shared_calibration is None:
+            return window.calibration
+        return self._shared_calibration.value
+
+    def _corrected_total(self, window: _Window, *, note: bool = True) -> int:
+        """The request's tokens as the provider counts them: what thresholds compare."""
+        return self._calibration(window).corrected(self._total(window, note=note))
+
+    def _call(
+        self,
+        history: Sequence[BaseMessage],
+        window: _Window,
+        *,
+        end: int,
+        overflows: Sequence[Overflow] = (),
+    ) -> None:
+        """The decisions at one model call, and again after each refusal for length."""
+        self._step(history, window, end=end)
+        for overflow in overflows:
+            calibration = self._calibration(window)
+            window.calibration = calibration.observe_overflow(overflow, budget=self._max_tokens)
+            self._step(history, window, end=end)
+
+    def _observe_reported_size(self, message: AIMessage, window: _Window) -> None:
+        """Learn from the provider's count of the request that produced `message`.
+
+        Skipped where the estimate is over the budget: the last resort then shortened
+        the request, so the estimate is not of what was sent.
+        """
+        reported = reported_input_tokens(message)
+        if reported is None:
+            return
+        estimate = self._total(window)
+        if self._calibration(window).corrected(estimate) > self._max_tokens:
+            return
+        window.calibration = window.calibration.observe(estimate=estimate, reported=reported)
+        if window is self._window and self._shared_calibration is not None:
+            self._shared_calibration.observe(estimate=estimate, reported=reported)
+
     def _step(self, history: Sequence[BaseMessage], window: _Window, *, end: int) -> None:
         """The decisions at one model call on the first `end` messages."""
-        if self._total(window) <= self._high:
+        if self._corrected_total(window) <= self._high:
             return
         self._compact_oldest(history, window, end=end)
-        if self._total(window) > self._high:
+        if self._corrected_total(window) > self._high:
             self._cut_groups(history, window, end=end)
 
     def _compaction_limit(self, end: int) -> int:
@@ -330,7 +389,7 @@ class BatchedWindow:
 
     def _compact_oldest(self, history: Sequence[BaseMessage], window: _Window, *, end: int) -> None:
         limit = self._compaction_limit(end)
-        while window.compacted_count < limit and self._total(window) > self._low:
+        while window.compacted_count < limit and self._corrected_total(window) > self._low:
             index = self._replay.compactable[window.compacted_count]
             window.compacted_count += 1
             if index >= window.cut:
@@ -370,7 +429,7 @@ class BatchedWindow:
         loop = thinking_tool_loop_start(messages, end)
         if loop is not None and loop >= window.cut:
             newest = min(newest, loop)
-        while window.cut < newest and self._total(window) > self._low:
+        while window.cut < newest and self._corrected_total(window) > self._low:
             start = window.cut
             stop = _group_end(messages, start, end)
             for index in range(start, stop):
@@ -381,12 +440,12 @@ class BatchedWindow:
                     window.last_user_before_cut = index
             window.cut = stop
             self._pin_for(history, window, end=end)
-        if window.task_pinned and self._total(window, note=False) > self._max_tokens:
+        if window.task_pinned and self._corrected_total(window, note=False) > self._max_tokens:
             # The task is left out where it is what keeps the request over budget (the
             # note too: it is left out of a request it does not fit).
             without_task = replace(window)
             self._pin_for(history, without_task, end=end, pin_task=False)
-            if self._total(without_task, note=False) <= self._max_tokens:
+            if self._corrected_total(without_task, note=False) <= self._max_tokens:
                 window.task_pinned, window.pinned = False, without_task.pinned
 
     def _pin_for(
@@ -458,8 +517,11 @@ class BatchedWindow:
                 costs.append(replay.tokens[index])
                 prints.append(replay.prints[index])
         omitted = self._omitted(window)
+        calibration = self._calibration(window)
         if omitted > 0:
-            output, costs, prints = self._with_cut_note(output, costs, prints, omitted, summary)
+            output, costs, prints = self._with_cut_note(
+                output, costs, prints, omitted, summary, calibration
+            )
         if window.cut > 0:
             self._merge_pinned_user_turns(output, costs, prints)
         tokens_after = self._fixed + sum(costs)
@@ -472,6 +534,7 @@ class BatchedWindow:
             cut=window.cut,
             omitted=omitted,
             task_pinned=self._task_pinned(window),
+            calibration=calibration,
         )
         if self._last_request is not None:
             unchanged = _leading_equal(self._last_request, prints)
@@ -505,6 +568,7 @@ class BatchedWindow:
         prints: list[int],
         omitted: int,
         summary: str | None,
+        calibration: Calibration,
     ) -> tuple[list[BaseMessage], list[int], list[int]]:
         """The request with the note at the cut, where it fits under the high watermark.
 
@@ -527,7 +591,7 @@ class BatchedWindow:
             else:
                 noted_costs[position] = self._counter.count_message(carrier)
                 noted_prints[position] = message_fingerprint(carrier)
-            if self._fixed + sum(noted_costs) <= self._high:
+            if calibration.corrected(self._fixed + sum(noted_costs)) <= self._high:
                 return noted, noted_costs, noted_prints
         return output, costs, prints
 
