@@ -13,6 +13,7 @@ from langchain_context_governance._added import (
     added_kind,
 )
 from langchain_context_governance._messages import as_message_list
+from langchain_context_governance._reasoning import thinking_tool_loop_start
 from langchain_context_governance.passes._budget import task_pin_limit, validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.cut_note import attach_cut_note, cut_note
@@ -57,17 +58,31 @@ def newest_groups_within(
     *,
     stop: int = 0,
 ) -> int:
-    """Index where the newest whole groups (after `stop`) that fit in `budget` begin."""
+    """Index where the newest whole groups (after `stop`) that fit in `budget` begin.
+
+    A tool loop that opens with a thinking block counts as one group: Anthropic wants its
+    opening message with the rest of it.
+    """
     start = len(messages)
     used = 0
+    loop = thinking_tool_loop_start(messages)
     while start > stop:
         begin = max(group_start(messages, start), stop)
+        if loop is not None and begin > loop:
+            begin = max(loop, stop)
         cost = sum(counter.count_message(message) for message in messages[begin:start])
         if used + cost > budget:
             break
         used += cost
         start = begin
     return start
+
+
+def _newest_group_start(messages: list[BaseMessage]) -> int:
+    """Where the newest group begins; a tool loop that opens with thinking is one group."""
+    newest = group_start(messages, len(messages))
+    loop = thinking_tool_loop_start(messages)
+    return newest if loop is None else min(newest, loop)
 
 
 def _extend_to_group_start(messages: list[BaseMessage], start: int) -> int:
@@ -184,7 +199,7 @@ def _kept_after_task(
         start = newest_groups_within(after, counter, budget, stop=stop)
     if start == len(after) and stop < len(after):
         # An oversized request beats an invalid one: keep the newest whole group.
-        start = max(group_start(after, len(after)), stop)
+        start = max(_newest_group_start(after), stop)
     pins = [task_copy] if pinned is None else [task_copy, after[pinned]]
     return [*pins, *after[start:]]
 
@@ -205,7 +220,7 @@ def _kept_part(
     start = newest_groups_within(rest, counter, budget, stop=after_pin)
     if start == len(rest) and after_pin < len(rest):
         # An oversized request beats an invalid one: keep the newest whole group.
-        start = max(group_start(rest, len(rest)), after_pin)
+        start = max(_newest_group_start(rest), after_pin)
     return [rest[pinned], *rest[start:]]
 
 

@@ -37,6 +37,7 @@ from langchain_context_governance._messages import (
     iter_declared_tool_calls,
     message_fingerprint,
 )
+from langchain_context_governance._reasoning import thinking_tool_loop_start
 from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.alternation import merge_turns
@@ -435,6 +436,11 @@ class BatchedWindow:
         """Cut whole groups from the front, down to the low watermark, newest group kept."""
         messages = history
         newest = group_start(messages, end)
+        # A tool loop that opens with a thinking block is cut whole or not at all (where
+        # an earlier call point cut its opening already, nothing is left to keep whole).
+        loop = thinking_tool_loop_start(messages, end)
+        if loop is not None and loop >= window.cut:
+            newest = min(newest, loop)
         while window.cut < newest and self._corrected_total(window) > self._low:
             start = window.cut
             stop = _group_end(messages, start, end)
