@@ -27,7 +27,7 @@ from langchain_context_governance.rules import (
     apply_provider_rules,
     validate_messages,
 )
-from langchain_context_governance.state.window import compact_in_batches
+from langchain_context_governance.state.cache_aware import compact_in_batches
 from langchain_context_governance.tokens import (
     CacheStats,
     MessageTokenCounter,

@@ -28,7 +28,7 @@ from langchain_context_governance.demo import DEFAULT_WINDOW_TOKENS, run_demo_in
 from langchain_context_governance.governor import ContextGovernor, GovernanceReport
 from langchain_context_governance.model_settings import chat_model_from_string
 from langchain_context_governance.rules.validate import PROVIDERS, Violation, validate_messages
-from langchain_context_governance.state.window import DEFAULT_KEEP_RECENT
+from langchain_context_governance.state.cache_aware import DEFAULT_KEEP_RECENT
 from langchain_context_governance.tokens.counter import COUNTER_NAMES
 from langchain_context_governance.tracing import report_as_dict
 from langchain_context_governance.transcripts import (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -10,15 +9,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
-from langchain_context_governance._added import (
-    synthetic_user_turn,
-)
 from langchain_context_governance._messages import as_message_list
 from langchain_context_governance._settings import reject_unknown_settings
 from langchain_context_governance.errors import ContextBudgetExceeded
@@ -27,9 +23,19 @@ from langchain_context_governance.model_settings import (
     model_label,
     settings_for_model,
 )
-from langchain_context_governance.passes._budget import task_pin_limit
+from langchain_context_governance.passes._names import (
+    ALTERNATION,
+    BACKFILL,
+    DROP_ORPHANS,
+    MICROCOMPACT,
+    PASS_NAMES,
+    PROVIDER_RULES,
+    SNIP,
+    TRUNCATE,
+)
 from langchain_context_governance.passes.alternation import (
     enforce_role_alternation_with_count,
+    guarantee_user_turn,
 )
 from langchain_context_governance.passes.backfill import backfill_missing_tool_results_with_count
 from langchain_context_governance.passes.microcompact import (
@@ -40,7 +46,7 @@ from langchain_context_governance.passes.microcompact import (
 )
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
 from langchain_context_governance.passes.snip import snip_history_with_count
-from langchain_context_governance.passes.truncate import fit_to_budget
+from langchain_context_governance.passes.truncate import BudgetFit, fit_to_budget
 from langchain_context_governance.rules.apply import (
     apply_group_rules_with_count,
     apply_provider_rules_with_counts,
@@ -50,26 +56,26 @@ from langchain_context_governance.rules.apply import (
 from langchain_context_governance.rules.repairs import give_reused_call_ids_fresh_ids
 from langchain_context_governance.rules.templates import rules_for_chat_template
 from langchain_context_governance.rules.validate import PROVIDERS
+from langchain_context_governance.state.cache_aware import (
+    DEFAULT_HIGH_WATERMARK,
+    DEFAULT_KEEP_RECENT,
+    DEFAULT_LOW_WATERMARK,
+    CacheAwareReplay,
+    CompactionPlan,
+    validate_watermarks,
+)
 from langchain_context_governance.state.conversation import (
     DEFAULT_MAX_CONVERSATIONS,
     Conversations,
     ConversationState,
 )
-from langchain_context_governance.state.repair_stream import RepairStream
+from langchain_context_governance.state.repair_stream import RepairedHistory, RepairStream
 from langchain_context_governance.state.summary import (
     DEFAULT_SUMMARY_PROMPT,
     SummaryJob,
     dropped_messages,
     summary_request,
     summary_text,
-)
-from langchain_context_governance.state.window import (
-    DEFAULT_HIGH_WATERMARK,
-    DEFAULT_KEEP_RECENT,
-    DEFAULT_LOW_WATERMARK,
-    BatchedWindow,
-    WindowPlan,
-    validate_watermarks,
 )
 from langchain_context_governance.tokens.counter import MessageTokenCounter, get_token_counter
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run
@@ -87,11 +93,19 @@ PassFunction = Callable[[list[BaseMessage]], tuple[list[BaseMessage], int | Mapp
 
 @dataclass(frozen=True)
 class GovernanceReport:
-    """What one governance run did.
+    """What one governance run did, and to which messages.
 
     `changes` maps each pass name to how many messages it changed, removed or added
     (repairs of the history count every repair the history needs, also those decided on
-    earlier calls); `budget` is None when no context window is set (no snipping).
+    earlier calls); `budget` is None when no context window is set (repairs only).
+
+    Which messages, by their index in the input list, to answer "why did the model not
+    see X?": `compacted` (results sent as the placeholder), `cut` (half-open ranges of
+    indices left out of the request; messages inside a range that are listed in `kept`
+    were sent anyway), `truncated` (messages whose text was cut to a head and a tail), and
+    `kept` (index and protection class of each message before the cut that was still
+    sent: "system", "task", "current-turn", "latest-user", "excluded-tool"). `fate(index)`
+    reads them for one message.
     """
 
     tokens_before: int
@@ -105,10 +119,34 @@ class GovernanceReport:
     # conversation (a provider's prompt cache serves them); None where unknown.
     unchanged_prefix_messages: int | None = None
     unchanged_prefix_tokens: int | None = None
+    compacted: tuple[int, ...] = ()
+    cut: tuple[tuple[int, int], ...] = ()
+    truncated: tuple[int, ...] = ()
+    kept: tuple[tuple[int, str], ...] = ()
 
     @property
     def within_budget(self) -> bool:
         return self.budget is None or self.tokens_after <= self.budget
+
+    def fate(self, index: int) -> str:
+        """What happened to the input message at `index`: "cut", "compacted",
+        "truncated", "kept (<class>)" for a protected message before the cut, or "sent".
+
+        Example:
+            >>> report = GovernanceReport(10, 5, 8, cut=((1, 4),), kept=((2, "task"),))
+            >>> [report.fate(index) for index in range(5)]
+            ['sent', 'cut', 'kept (task)', 'cut', 'sent']
+        """
+        for position, why in self.kept:
+            if position == index:
+                return f"kept ({why})"
+        if any(start <= index < stop for start, stop in self.cut):
+            return "cut"
+        if index in self.compacted:
+            return "compacted"
+        if index in self.truncated:
+            return "truncated"
+        return "sent"
 
     def __str__(self) -> str:
         budget = "no budget" if self.budget is None else f"budget {self.budget:,}"
@@ -120,6 +158,20 @@ class GovernanceReport:
             f"messages {self.messages_before} -> {self.messages_after}"
             f"{'; ' + changed if changed else ''}{fallback}"
         )
+
+
+@dataclass(frozen=True)
+class _PipelineResult:
+    """What one run of the pipeline produced, step by step."""
+
+    request: list[BaseMessage]
+    changes: dict[str, int]
+    history: RepairedHistory
+    plan: CompactionPlan | None
+    # The request the last resort was given, and what it did (None where it did not run).
+    before_last_resort: list[BaseMessage]
+    fit: BudgetFit | None
+    summary_job: SummaryJob | None
 
 
 @dataclass(frozen=True)
@@ -184,17 +236,6 @@ def _validate_settings(governor: ContextGovernor) -> None:
     if governor.provider not in PROVIDERS:
         known = ", ".join(repr(name) for name in PROVIDERS)
         raise ValueError(f"provider must be one of {known}, got {governor.provider!r}")
-
-
-def ensure_user_message(messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
-    """Add a synthetic user turn to a non-empty request that has none."""
-    if not messages or any(isinstance(message, HumanMessage) for message in messages):
-        return messages, 0
-    leading_systems = 0
-    while leading_systems < len(messages) and isinstance(messages[leading_systems], SystemMessage):
-        leading_systems += 1
-    synthetic = synthetic_user_turn()
-    return [*messages[:leading_systems], synthetic, *messages[leading_systems:]], 1
 
 
 class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
@@ -289,12 +330,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         )
 
     def _new_conversation(self) -> ConversationState:
-        window = None
+        replay = None
         if self.compaction == "cache_aware" and self._budget is not None:
-            window = BatchedWindow(
+            replay = CacheAwareReplay(
                 max_tokens=self._budget,
                 counter=self._counter,
-                tools_tokens=self._counter.count_tools(self.tools),
                 high_watermark=self.high_watermark,
                 low_watermark=self.low_watermark,
                 keep_recent=self.keep_recent,
@@ -307,7 +347,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             count_message=self._counter.count_message,
             bridge=self._bridge,
         )
-        return ConversationState(repairs, window)
+        return ConversationState(repairs, replay)
 
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False
@@ -429,33 +469,27 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         Returns the result, the summary job, and the previous request's fingerprints, so
         that a second run (with the summary) reports the prefix against the same request.
         """
-        plan: WindowPlan | None = None
-        job: SummaryJob | None = None
-        fell_back = False
-        previous = state.window.previous_request if state.window is not None else None
-        if previous_request is not None and state.window is not None:
-            state.window.previous_request = previous_request
+        previous = state.replay.previous_request if state.replay is not None else None
+        if previous_request is not None and state.replay is not None:
+            state.replay.previous_request = previous_request
+        fixed_tokens = self._fixed_tokens()
         try:
-            governed, changes, plan, job = self._run_pipeline(state, original)
-            raw_tokens: int | None = state.repairs.raw_tokens
+            run: _PipelineResult | None = self._run_pipeline(
+                state, original, fixed_tokens=fixed_tokens
+            )
+            assert run is not None
+            governed, changes = run.request, run.changes
         except Exception:
             logger.exception("context governance failed; sending the minimal repair instead")
             state.forget()
             governed, changes = self._run_minimal_repair(original)
-            raw_tokens = None
-            fell_back = True
-        governed, added = ensure_user_message(governed)
-        if added:
-            changes["enforce_role_alternation"] = changes.get("enforce_role_alternation", 0) + 1
-        report = GovernanceReport(
-            budget=self._budget,
-            changes=changes,
-            messages_before=len(original),
-            messages_after=len(governed),
-            fell_back=fell_back,
-            **self._measure(original, raw_tokens, governed, plan),
-        )
+            run = None
+        report = self._report(original, governed, changes, run, fixed_tokens=fixed_tokens)
         logger.debug("context governance report: %s", report)
+        job = run.summary_job if run is not None else None
+        fit = run.fit if run is not None else None
+        if job is None and fit is not None and fit.current_turn_truncated and fit.within_budget:
+            _warn_current_turn_truncated(report)
         if job is None and not report.within_budget:
             assert report.budget is not None
             if self.on_over_budget == "raise":
@@ -466,7 +500,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return GovernanceResult(messages=list(governed), report=report), job, previous
 
     def _summary_job(
-        self, state: ConversationState, history: Sequence[BaseMessage], plan: WindowPlan
+        self, state: ConversationState, history: Sequence[BaseMessage], plan: CompactionPlan
     ) -> SummaryJob | None:
         """What the summary of this call's cut is made of, where one is wanted and missing."""
         if self.summary_model is None or plan.cut == 0 or plan.omitted == 0:
@@ -505,48 +539,149 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         # Kept also when the model failed (None): one model call per cut, never one per call.
         state.summary = (job.cut, text)
 
-    def _run_pipeline(
-        self, state: ConversationState, messages: list[BaseMessage]
-    ) -> tuple[list[BaseMessage], dict[str, int], WindowPlan | None, SummaryJob | None]:
-        """The passes in their order, on the conversation's state.
+    def _fixed_tokens(self) -> int:
+        """This call's tokens outside the messages: request overhead and tool definitions."""
+        return self._counter.request_overhead + self._counter.count_tools(self.tools)
 
-        1. Repair the history: pairs and alternation, each group decided once (what the
-           repairs add counts against the budget before cutting).
-        2. Compact and cut to the budget: the cache-aware window, replayed incrementally,
-           or the keep-recent microcompact and snip.
-        3. Repair the request: cutting can break pairs and alternation; the provider
-           profile runs on the request alone.
-        4. The last resort, where the request is still too large: compact the newest
-           results, then shorten the largest messages (`on_over_budget="truncate"`).
+    def _run_pipeline(
+        self, state: ConversationState, messages: list[BaseMessage], *, fixed_tokens: int
+    ) -> _PipelineResult:
+        """The steps, in their order; each returns what it made.
+
+        1. Repair the history: pairs, the provider rules of each group, and alternation
+           between groups, each group decided once (what the repairs add counts against
+           the budget before cutting).
+        2. Compact and cut to the budget by protection class (only with a budget): the
+           cache-aware replay, or the keep-recent microcompact and snip. A cut leaves a
+           note, its own user turn, joined with the user turns it meets as separate blocks.
+        3. Guarantee the request's user turn (the one place that does).
+        4. The provider rules that need the whole request.
+        5. The last resort, only where the request is still over budget: compact the
+           newest results, then cut text by protection class, the current turn last.
+        Pairing and alternation run once, in step 1: compaction and cuts keep whole
+        groups and join the user turns they bring together. The rules run before the last
+        resort, which measures what is sent and only shortens text.
         """
-        history = state.repairs.read(messages)
-        state.restart_if_needed()
-        changes = dict(state.repairs.last_changes)
-        plan: WindowPlan | None = None
-        job: SummaryJob | None = None
-        if state.window is not None:
-            plan = state.window.plan(history, final=history.final, summary_for=state.summary_for)
+        history = self._repair_history(state, messages)
+        plan = self._compact_and_cut(state, history, fixed_tokens=fixed_tokens)
+        changes = dict(history.changes)
+        request = history.to_list() if plan is None else plan.messages
+        if plan is not None:
+            changes[MICROCOMPACT] = plan.compacted
+            changes[SNIP] = plan.removed
+        has_conversation = any(not isinstance(message, ToolMessage) for message in messages)
+        request, added = guarantee_user_turn(request, has_conversation=has_conversation)
+        changes[ALTERNATION] = changes.get(ALTERNATION, 0) + added
+        request, rules = self._apply_provider_rules(request)
+        for name, count in rules.items():
+            changes[name] = changes.get(name, 0) + count
+        measured = plan.tokens_after if plan is not None and request is plan.messages else None
+        before_last_resort = request
+        fit = self._last_resort(request, fixed_tokens=fixed_tokens, measured=measured)
+        if fit is not None:
+            request = fit.messages
+            changes[MICROCOMPACT] = changes.get(MICROCOMPACT, 0) + len(fit.compacted)
+            changes[TRUNCATE] = len(fit.truncated)
+        job = None
+        if plan is not None and state.replay is not None:
             job = self._summary_job(state, history, plan)
-            request = plan.messages
-            changes["microcompact"] = plan.compacted
-            changes["snip_history"] = plan.removed
+        return _PipelineResult(request, changes, history, plan, before_last_resort, fit, job)
+
+    def _repair_history(
+        self, state: ConversationState, messages: list[BaseMessage]
+    ) -> RepairedHistory:
+        """Step 1: the history repaired group by group (see state/repair_stream.py)."""
+        history = state.repairs.read(messages)
+        state.restart_if(history.restarted)
+        return history
+
+    def _compact_and_cut(
+        self, state: ConversationState, history: RepairedHistory, *, fixed_tokens: int
+    ) -> CompactionPlan | None:
+        """Step 2: compaction and cuts; None without a budget (repairs only)."""
+        if self._budget is None:
+            return None
+        if state.replay is not None:
+            return state.replay.plan(
+                history,
+                fixed_tokens=fixed_tokens,
+                final=history.final,
+                summary_for=state.summary_for,
+            )
+        messages = history.to_list()
+        compacted, compacted_count = self._microcompact(messages)
+        snipped, removed = self._snip(compacted, fixed_tokens=fixed_tokens)
+        return CompactionPlan(
+            messages=snipped,
+            compacted=compacted_count,
+            removed=removed,
+            tokens_before=fixed_tokens + history.raw_tokens,
+            tokens_after=self._counter.count_messages(snipped)
+            - self._counter.request_overhead
+            + fixed_tokens,
+        )
+
+    def _last_resort(
+        self, request: list[BaseMessage], *, fixed_tokens: int, measured: int | None
+    ) -> BudgetFit | None:
+        """Step 5: where the request is over budget, compact and cut text (passes/truncate.py).
+
+        It aims at the budget, and acts only above it: a request within budget is sent as
+        it is. Governing the governed request again changes nothing: it is within budget,
+        so this step leaves it alone, and the replay finds nothing left to cut in it (what
+        was left before the cut is protected, and a cut that would leave nothing out is
+        no cut), nor to compact (the last resort compacted all it could).
+        """
+        if self._budget is None or self.on_over_budget == "warn":
+            return None
+        tokens = self.count_tokens(request) if measured is None else measured
+        if tokens <= self._budget:
+            return None
+        return fit_to_budget(
+            request,
+            max_tokens=self._budget,
+            counter=self._counter,
+            tools_tokens=fixed_tokens - self._counter.request_overhead,
+            min_chars=self.min_chars,
+            compaction=self._compaction,
+            pin_task=self.pin_task,
+        )
+
+    def _report(
+        self,
+        original: list[BaseMessage],
+        governed: list[BaseMessage],
+        changes: dict[str, int],
+        run: _PipelineResult | None,
+        *,
+        fixed_tokens: int,
+    ) -> GovernanceReport:
+        """The report: token figures from what this call measured where it did, and which
+        messages (by input index) were compacted, cut, truncated or kept by protection."""
+        plan = run.plan if run is not None else None
+        if run is None:
+            tokens_before = self.count_tokens(original)
         else:
-            steps: list[tuple[str, PassFunction]] = [("microcompact", self._microcompact)]
-            if self._budget is not None:
-                steps.append(("snip_history", self._snip))
-            request, changes = _run_steps(history.to_list(), steps, changes)
-        request, changes = _run_steps(request, self._request_repairs(), changes)
-        if self._budget is not None and self.on_over_budget != "warn":
-            # The window measured its request; a request the repairs left alone is not
-            # counted again.
-            measured = plan.tokens_after if plan is not None and request is plan.messages else None
-            fit = functools.partial(self._fit_to_budget, measured=measured)
-            request, changes = _run_steps(request, [("truncate", fit)], changes)
-        if not request and any(not isinstance(m, ToolMessage) for m in messages):
-            # Only blank messages were left; a request needs something to answer.
-            request = [synthetic_user_turn()]
-            changes["apply_provider_rules"] = changes.get("apply_provider_rules", 0) + 1
-        return request, changes, plan, job
+            tokens_before = fixed_tokens + run.history.raw_tokens
+        if plan is not None and plan.messages is governed:
+            tokens_after = plan.tokens_after
+        else:
+            tokens_after = self.count_tokens(governed)
+        details: dict[str, Any] = {}
+        if run is not None:
+            details = _fates(original, run)
+        return GovernanceReport(
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            budget=self._budget,
+            changes=self._changes_by_pass(changes),
+            messages_before=len(original),
+            messages_after=len(governed),
+            fell_back=run is None,
+            unchanged_prefix_messages=plan.unchanged_prefix_messages if plan else None,
+            unchanged_prefix_tokens=plan.unchanged_prefix_tokens if plan else None,
+            **details,
+        )
 
     def _repair_group(
         self, group: list[BaseMessage], declared_before: Callable[[str], bool]
@@ -564,12 +699,12 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         # send) or add one (a call without an id gets an id of its own).
         repaired, changes = _run_steps(
             group,
-            [*_PAIR_REPAIRS, ("apply_provider_rules", self._apply_group_rules), *_PAIR_REPAIRS],
+            [*_PAIR_REPAIRS, (PROVIDER_RULES, self._apply_group_rules), *_PAIR_REPAIRS],
         )
         if self._unique_call_ids:
             fresh, renamed = give_reused_call_ids_fresh_ids(repaired, taken=declared_before)
             if renamed:
-                changes["apply_provider_rules"] = changes.get("apply_provider_rules", 0) + renamed
+                changes[PROVIDER_RULES] = changes.get(PROVIDER_RULES, 0) + renamed
                 repaired = fresh
         return repaired, changes
 
@@ -583,69 +718,6 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return apply_group_rules_with_count(
             messages, provider=self.provider, extra_rules=self._template_rules
         )
-
-    def _request_repairs(self) -> list[tuple[str, PassFunction]]:
-        return [
-            *_PAIR_REPAIRS,
-            ("enforce_role_alternation", enforce_role_alternation_with_count),
-            ("apply_provider_rules", self._apply_provider_rules),
-        ]
-
-    def _measure(
-        self,
-        original: list[BaseMessage],
-        raw_tokens: int | None,
-        governed: list[BaseMessage],
-        plan: WindowPlan | None,
-    ) -> dict[str, Any]:
-        """Token figures for the report, from what this call measured where it did."""
-        figures: dict[str, Any] = {}
-        if raw_tokens is None:
-            figures["tokens_before"] = self.count_tokens(original)
-        else:
-            fixed = self._counter.request_overhead + self._counter.count_tools(self.tools)
-            figures["tokens_before"] = fixed + raw_tokens
-        if plan is not None and plan.messages is governed:
-            figures["tokens_after"] = plan.tokens_after
-        else:
-            figures["tokens_after"] = self.count_tokens(governed)
-        if plan is not None:
-            figures["unchanged_prefix_messages"] = plan.unchanged_prefix_messages
-            figures["unchanged_prefix_tokens"] = plan.unchanged_prefix_tokens
-        return figures
-
-    def _fit_to_budget(
-        self, messages: list[BaseMessage], *, measured: int | None = None
-    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        """The last resort where the request is still too large: see passes/truncate.py.
-
-        With `compaction="cache_aware"` it acts above the high watermark, not only above
-        the budget, and aims under it, so that governing the governed request again
-        changes nothing (the window acts only above the high watermark); it aims under
-        the budget where that is not possible.
-        """
-        assert self._budget is not None
-        targets = [self._budget]
-        if self.compaction == "cache_aware":
-            targets.insert(0, max(int(self._budget * self.high_watermark), 1))
-        tokens = self.count_tokens(messages) if measured is None else measured
-        if tokens <= targets[0]:
-            return messages, {"truncate": 0}
-        fit = None
-        for target in targets:
-            fit = fit_to_budget(
-                messages,
-                max_tokens=target,
-                counter=self._counter,
-                tools_tokens=self._counter.count_tools(self.tools),
-                min_chars=self.min_chars,
-                compaction=self._compaction,
-                task_tokens=task_pin_limit(self._budget) if self.pin_task else 0,
-            )
-            if fit.within_budget:
-                break
-        assert fit is not None
-        return fit.messages, {"microcompact": fit.compacted, "truncate": fit.truncated}
 
     def _apply_provider_rules(
         self, messages: list[BaseMessage]
@@ -662,20 +734,43 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             compaction=self._compaction,
         )
 
-    def _snip(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
+    def _changes_by_pass(self, changes: Mapping[str, int]) -> dict[str, int]:
+        """Every pass that ran, in pipeline order, with its count (0 where it changed nothing);
+        without a budget nothing compacts, cuts or truncates (repairs only)."""
+        budget_passes = (MICROCOMPACT, SNIP, TRUNCATE)
+        return {
+            name: changes.get(name, 0)
+            for name in PASS_NAMES
+            if self._budget is not None or name not in budget_passes or changes.get(name)
+        }
+
+    def _snip(
+        self, messages: list[BaseMessage], *, fixed_tokens: int
+    ) -> tuple[list[BaseMessage], int]:
         assert self._budget is not None
         return snip_history_with_count(
             messages,
             max_tokens=self._budget,
             counter=self._counter,
-            tools_tokens=self._counter.count_tools(self.tools),
+            tools_tokens=fixed_tokens - self._counter.request_overhead,
             pin_task=self.pin_task,
         )
 
     def _run_minimal_repair(
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], dict[str, int]]:
-        return _run_steps(messages, self._request_repairs())
+        """Pairs, alternation and the provider rules of the whole list, with no state:
+        what is sent where the pipeline failed on input nobody foresaw."""
+        steps: list[tuple[str, PassFunction]] = [
+            *_PAIR_REPAIRS,
+            (ALTERNATION, enforce_role_alternation_with_count),
+            (PROVIDER_RULES, self._apply_provider_rules),
+        ]
+        repaired, changes = _run_steps(messages, steps)
+        has_conversation = any(not isinstance(message, ToolMessage) for message in messages)
+        repaired, added = guarantee_user_turn(repaired, has_conversation=has_conversation)
+        changes[ALTERNATION] = changes.get(ALTERNATION, 0) + added
+        return repaired, changes
 
     def as_pre_model_hook(
         self,
@@ -707,14 +802,92 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
 
 
 _PAIR_REPAIRS: list[tuple[str, PassFunction]] = [
-    ("drop_orphan_tool_results", drop_orphan_tool_results_with_count),
-    ("backfill_missing_tool_results", backfill_missing_tool_results_with_count),
+    (DROP_ORPHANS, drop_orphan_tool_results_with_count),
+    (BACKFILL, backfill_missing_tool_results_with_count),
 ]
 
 
 def _summary_of(reply: Any, job: SummaryJob) -> str | None:
     message = reply if isinstance(reply, BaseMessage) else AIMessage(str(reply))
     return summary_text(message, max_tokens=job.max_tokens)
+
+
+def _fates(original: list[BaseMessage], run: _PipelineResult) -> dict[str, Any]:
+    """Which input messages the run compacted, cut, truncated or kept by protection.
+
+    Positions of the repaired history are mapped to the caller's indices; the work is
+    bounded by what the request holds and what was kept, not by what was cut.
+    """
+    history, plan, fit = run.history, run.plan, run.fit
+    figures: dict[str, Any] = {}
+    compacted: set[int] = set()
+    if plan is not None:
+        compacted = {
+            index
+            for index in map(history.source_index, plan.compacted_positions)
+            if index is not None
+        }
+        kept = [(history.source_index(position), why) for position, why in plan.kept]
+        figures["kept"] = tuple((index, why) for index, why in kept if index is not None)
+        if plan.omitted > 0:
+            figures["cut"] = _cut_ranges(history, plan)
+    if fit is not None and (fit.compacted or fit.truncated):
+        sent = run.before_last_resort
+        found = [_input_index(original, sent[position]) for position in fit.compacted]
+        compacted.update(index for index in found if index is not None)
+        truncated = {_input_index(original, sent[position]) for position in fit.truncated}
+        figures["truncated"] = tuple(sorted(i for i in truncated if i is not None))
+    if compacted:
+        figures["compacted"] = tuple(sorted(compacted))
+    return figures
+
+
+def _cut_ranges(history: RepairedHistory, plan: CompactionPlan) -> tuple[tuple[int, int], ...]:
+    """The input ranges a cut left out: before the cut point, around what it kept."""
+    kept = sorted(position for position, _ in plan.kept)
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    for stop in [*kept, plan.cut]:
+        if stop > start:
+            first = _first_source(history, start, stop)
+            last = _first_source(history, stop - 1, start - 1, step=-1)
+            if first is not None and last is not None:
+                ranges.append((first, last + 1))
+        start = stop + 1
+    return tuple(ranges)
+
+
+def _first_source(history: RepairedHistory, start: int, stop: int, *, step: int = 1) -> int | None:
+    for position in range(start, stop, step):
+        index = history.source_index(position)
+        if index is not None:
+            return index
+    return None
+
+
+def _input_index(original: list[BaseMessage], message: BaseMessage) -> int | None:
+    """The input index of `message`: the same object, or the input message with its id
+    (a message the repairs joined keeps the id of its first turn). Only run for what the
+    last resort changed, which is rare."""
+    for index, candidate in enumerate(original):
+        if candidate is message:
+            return index
+    if message.id is not None:
+        for index, candidate in enumerate(original):
+            if candidate.id == message.id:
+                return index
+    return None
+
+
+def _warn_current_turn_truncated(report: GovernanceReport) -> None:
+    """The current turn alone does not fit: it was cut last, and never silently."""
+    logger.warning(
+        "context governance: the current turn (the latest user message or the newest tool "
+        "results) alone does not fit the budget of %d tokens; its text was cut to a head "
+        "and a tail around a marker (messages %s).",
+        report.budget or 0,
+        ", ".join(str(index) for index in report.truncated) or "?",
+    )
 
 
 def _warn_over_budget(report: GovernanceReport) -> None:

@@ -31,6 +31,7 @@ from langchain_context_governance._messages import (
     is_user,
     iter_declared_tool_calls,
 )
+from langchain_context_governance.passes._names import ALTERNATION, PROVIDER_RULES
 from langchain_context_governance.passes.alternation import (
     enforce_role_alternation_with_count,
     insert_user_before_leading_assistant,
@@ -50,8 +51,8 @@ __all__ = [
 ]
 
 # The report names: the provider-rules pass, and the core pass whose repair it runs again.
-PASS_NAME = "apply_provider_rules"
-ALTERNATION_PASS_NAME = "enforce_role_alternation"
+PASS_NAME = PROVIDER_RULES
+ALTERNATION_PASS_NAME = ALTERNATION
 
 
 @dataclass(frozen=True)

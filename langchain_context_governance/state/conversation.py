@@ -20,8 +20,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from langchain_context_governance.state.cache_aware import CacheAwareReplay
 from langchain_context_governance.state.repair_stream import RepairStream
-from langchain_context_governance.state.window import BatchedWindow
 
 DEFAULT_MAX_CONVERSATIONS = 10_000
 # States kept per thread (several agents of one graph may share a thread, each with its
@@ -34,7 +34,7 @@ _STATES_WITHOUT_THREAD = 8
 class ConversationState:
     """Everything the governor learned about one conversation.
 
-    `repairs` holds the repair decisions, group by group; `window` the replay of the
+    `repairs` holds the repair decisions, group by group; `replay` the replay of the
     cache-aware policy (None without a budget or with `compaction="keep_recent"`);
     `over_budget_warned` whether the conversation's over-budget warning was logged;
     `summary` the summary model's text for the latest cut, by the cut's position (None
@@ -44,7 +44,7 @@ class ConversationState:
     """
 
     repairs: RepairStream
-    window: BatchedWindow | None
+    replay: CacheAwareReplay | None
     over_budget_warned: bool = False
     summary: tuple[int, str | None] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -52,12 +52,12 @@ class ConversationState:
     def forget(self) -> None:
         """Start over from the next call's history (after a failed call)."""
         self.repairs.start_over()
-        self._forget_window()
+        self._forget_replay()
 
-    def restart_if_needed(self) -> None:
+    def restart_if(self, restarted: bool) -> None:
         """Forget the replay when the repairs had to start over (the history was edited)."""
-        if self.repairs.restarted:
-            self._forget_window()
+        if restarted:
+            self._forget_replay()
 
     def summary_for(self, cut: int) -> str | None:
         """The summary made for a cut at `cut`, if there is one."""
@@ -65,9 +65,9 @@ class ConversationState:
             return None
         return self.summary[1]
 
-    def _forget_window(self) -> None:
-        if self.window is not None:
-            self.window.reset()
+    def _forget_replay(self) -> None:
+        if self.replay is not None:
+            self.replay.reset()
         self.summary = None
 
 
@@ -90,7 +90,7 @@ class Conversations:
         >>> from langchain_context_governance.state.repair_stream import RepairStream
         >>> def new_state():
         ...     repairs = RepairStream(repair_group=lambda m, d: (m, {}), count_message=len)
-        ...     return ConversationState(repairs, window=None)
+        ...     return ConversationState(repairs, replay=None)
         >>> conversations = Conversations(new_state, max_conversations=2)
         >>> first = conversations.state_for("thread-1", [])
         >>> first is conversations.state_for("thread-1", [])

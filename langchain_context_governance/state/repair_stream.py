@@ -44,6 +44,8 @@ from langchain_context_governance._added import (
     synthetic_user_turn,
 )
 from langchain_context_governance._messages import iter_declared_tool_calls, message_fingerprint
+from langchain_context_governance.passes._names import ALTERNATION as ALTERNATION_PASS_NAME
+from langchain_context_governance.passes._names import PROVIDER_RULES as BRIDGE_PASS_NAME
 from langchain_context_governance.passes.alternation import (
     can_merge_turns,
     merge_turns,
@@ -58,8 +60,6 @@ GroupRepair = Callable[
 # first), e.g. an assistant turn between tool results and a user message.
 Bridge = Callable[[BaseMessage, BaseMessage], list[BaseMessage]]
 
-ALTERNATION_PASS_NAME = "enforce_role_alternation"
-BRIDGE_PASS_NAME = "apply_provider_rules"
 # Where no source index exists: the message was made by a repair.
 _MADE = -1
 _dereference = weakref.ref.__call__
@@ -69,7 +69,10 @@ class RepairedHistory(Sequence[BaseMessage]):
     """The repaired history of one call: the final part from the stream, then the pending part.
 
     Final messages are read from the caller's list by position, or are messages a repair
-    made; positions below `final` never change while the history only grows.
+    made; positions below `final` never change while the history only grows. It also
+    carries what reading it found: `changes` (the repairs of the whole history, by pass),
+    `raw_tokens` (the tokens of the caller's messages as they came) and `restarted`
+    (whether the stream had to read the history from the start).
     """
 
     def __init__(
@@ -78,12 +81,31 @@ class RepairedHistory(Sequence[BaseMessage]):
         sources: array[int],
         made: Mapping[int, BaseMessage],
         pending: list[BaseMessage],
+        pending_sources: Sequence[int] = (),
+        *,
+        changes: Mapping[str, int] | None = None,
+        raw_tokens: int = 0,
+        restarted: bool = False,
     ) -> None:
         self._messages = messages
         self._sources = sources
         self._made = made
         self._pending = pending
+        self._pending_sources = pending_sources
         self.final = len(sources)
+        self.changes: dict[str, int] = dict(changes or {})
+        self.raw_tokens = raw_tokens
+        self.restarted = restarted
+
+    def source_index(self, position: int) -> int | None:
+        """The caller's index of the message at `position`, or None for one a repair made."""
+        if position >= self.final:
+            offset = position - self.final
+            pending = self._pending_sources
+            source = pending[offset] if offset < len(pending) else _MADE
+        else:
+            source = self._sources[position]
+        return None if source == _MADE else source
 
     def __len__(self) -> int:
         return self.final + len(self._pending)
@@ -140,9 +162,8 @@ class _Pending:
 class RepairStream:
     """Repairs of one growing history, each group's decided once (see the module doc).
 
-    `read(messages)` returns the repaired history for a call; `raw_tokens` and
-    `last_changes` then hold the tokens of `messages` as they came and the repairs of
-    the whole history, by pass. When `messages` continues
+    `read(messages)` returns the repaired history for a call, with the tokens of
+    `messages` as they came and the repairs of the whole history, by pass. When `messages` continues
     what was read before (the same messages in front, compared by identity or, for a
     reloaded history, by fingerprint), only the new groups are read; otherwise the
     stream starts over, with the same result a fresh stream would give.
@@ -155,13 +176,10 @@ class RepairStream:
         count_message: Callable[[BaseMessage], int],
         bridge: Bridge | None = None,
     ) -> None:
-        """`count_message` counts the history as it came, for `raw_tokens`."""
+        """`count_message` counts the history as it came, for the history's `raw_tokens`."""
         self._repair_group = repair_group
         self._bridge = bridge
         self._count_message = count_message
-        self.restarted = False
-        self.raw_tokens = 0
-        self.last_changes: dict[str, int] = {}
         self.start_over()
 
     def start_over(self) -> None:
@@ -179,21 +197,28 @@ class RepairStream:
 
     def read(self, messages: Sequence[BaseMessage]) -> RepairedHistory:
         """The repaired history of `messages`; its first `final` messages never change."""
-        self.restarted = not self._continues(messages)
-        if self.restarted:
+        restarted = not self._continues(messages)
+        if restarted:
             self.start_over()
         pending = self._read_groups(messages)
         self._drop_trailing_assistants(pending)
-        history = RepairedHistory(messages, self._sources, self._made, pending.messages)
         history_changes = dict(self.changes)
         for name, count in pending.changes.items():
             history_changes[name] = history_changes.get(name, 0) + count
-        self.last_changes = history_changes
         counter = self._count_message
-        self.raw_tokens = self._read_tokens + sum(
+        raw_tokens = self._read_tokens + sum(
             counter(messages[index]) for index in range(self._read, len(messages))
         )
-        return history
+        return RepairedHistory(
+            messages,
+            self._sources,
+            self._made,
+            pending.messages,
+            pending.sources,
+            changes=history_changes,
+            raw_tokens=raw_tokens,
+            restarted=restarted,
+        )
 
     def _drop_trailing_assistants(self, pending: _Pending) -> None:
         """No request ends on an assistant turn: this call's history leaves them out, with

@@ -18,9 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from langchain_context_governance import ContextGovernor
+from langchain_context_governance import SYNTHETIC_USER_CONTENT, ContextGovernor
 from langchain_context_governance._messages import declared_tool_call_ids
-from langchain_context_governance import SYNTHETIC_USER_CONTENT
 from langchain_context_governance.rules.table import PROFILES
 from langchain_context_governance.rules.validate import PROVIDERS, validate_messages
 from tests.oracles import mistral_common_accepts

@@ -12,8 +12,11 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 
-from langchain_context_governance import ContextGovernor, apply_provider_rules
-from langchain_context_governance import SYNTHETIC_USER_CONTENT
+from langchain_context_governance import (
+    SYNTHETIC_USER_CONTENT,
+    ContextGovernor,
+    apply_provider_rules,
+)
 from langchain_context_governance.passes.backfill import BACKFILL_CONTENT
 from langchain_context_governance.rules.apply import (
     UNNAMED_TOOL,
@@ -400,7 +403,9 @@ def test_gemini_gets_no_empty_text_parameter() -> None:
     """Vertex: "Unable to submit request because it has an empty text parameter."."""
     history = [HumanMessage("hi"), AIMessage("\n"), HumanMessage("anyone?")]
     out = governed(history, "gemini")
-    assert [(m.type, m.content) for m in out] == [("human", "hi\n\nanyone?")]
+    assert [(m.type, m.content) for m in out] == [
+        ("human", [{"type": "text", "text": "hi"}, {"type": "text", "text": "anyone?"}])
+    ]
 
 
 def test_a_request_of_blank_system_messages_only_still_has_a_user_turn() -> None:
