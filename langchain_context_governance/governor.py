@@ -827,42 +827,78 @@ def _fates(original: list[BaseMessage], run: _PipelineResult) -> dict[str, Any]:
             for index in map(history.source_index, plan.compacted_positions)
             if index is not None
         }
-        kept = [(history.source_index(position), why) for position, why in plan.kept]
-        figures["kept"] = tuple((index, why) for index, why in kept if index is not None)
+        figures["kept"] = tuple(
+            (index, why)
+            for position, why in plan.kept
+            for index in _covered(history, position, len(original))
+        )
         if plan.omitted > 0:
-            figures["cut"] = _cut_ranges(history, plan)
+            figures["cut"] = _cut_ranges(history, plan, len(original))
     if fit is not None and (fit.compacted or fit.truncated):
         sent = run.before_last_resort
-        found = [_input_index(original, sent[position]) for position in fit.compacted]
-        compacted.update(index for index in found if index is not None)
-        truncated = {_input_index(original, sent[position]) for position in fit.truncated}
-        figures["truncated"] = tuple(sorted(i for i in truncated if i is not None))
+        if plan is not None and sent is plan.messages and plan.origins:
+            # Through the plan: a message it joined counts for every turn it holds.
+            def indices(positions: tuple[int, ...]) -> set[int]:
+                return {
+                    index
+                    for position in positions
+                    for origin in plan.origins[position]
+                    for index in _covered(history, origin, len(original))
+                }
+        else:
+
+            def indices(positions: tuple[int, ...]) -> set[int]:
+                found = (_input_index(original, sent[position]) for position in positions)
+                return {index for index in found if index is not None}
+
+        compacted.update(indices(fit.compacted))
+        figures["truncated"] = tuple(sorted(indices(fit.truncated)))
     if compacted:
         figures["compacted"] = tuple(sorted(compacted))
     return figures
 
 
-def _cut_ranges(history: RepairedHistory, plan: CompactionPlan) -> tuple[tuple[int, int], ...]:
-    """The input ranges a cut left out: before the cut point, around what it kept."""
+def _covered(history: RepairedHistory, position: int, total: int) -> range:
+    """The input indices the repaired message at `position` stands for: its own, or, for
+    a message the repairs made (user turns joined, a placeholder result), those between
+    the nearest messages that came from the input."""
+    own = history.source_index(position)
+    if own is not None:
+        return range(own, own + 1)
+    before = next(
+        (
+            index
+            for index in map(history.source_index, range(position - 1, -1, -1))
+            if index is not None
+        ),
+        -1,
+    )
+    after = next(
+        (
+            index
+            for index in map(history.source_index, range(position + 1, len(history)))
+            if index is not None
+        ),
+        total,
+    )
+    return range(before + 1, after)
+
+
+def _cut_ranges(
+    history: RepairedHistory, plan: CompactionPlan, total: int
+) -> tuple[tuple[int, int], ...]:
+    """The input ranges a cut left out: before the cut point, between what it kept."""
     kept = sorted(position for position, _ in plan.kept)
     ranges: list[tuple[int, int]] = []
     start = 0
     for stop in [*kept, plan.cut]:
         if stop > start:
-            first = _first_source(history, start, stop)
-            last = _first_source(history, stop - 1, start - 1, step=-1)
-            if first is not None and last is not None:
-                ranges.append((first, last + 1))
+            first = _covered(history, start, total).start
+            last = _covered(history, stop - 1, total).stop
+            if last > first:
+                ranges.append((first, last))
         start = stop + 1
     return tuple(ranges)
-
-
-def _first_source(history: RepairedHistory, start: int, stop: int, *, step: int = 1) -> int | None:
-    for position in range(start, stop, step):
-        index = history.source_index(position)
-        if index is not None:
-            return index
-    return None
 
 
 def _input_index(original: list[BaseMessage], message: BaseMessage) -> int | None:

@@ -90,6 +90,7 @@ KEPT_TASK = "task"
 KEPT_CURRENT_TURN = "current-turn"
 KEPT_LATEST_USER = "latest-user"
 KEPT_EXCLUDED_TOOL = "excluded-tool"
+KEPT_EARLIER_USER = "earlier-user"
 
 
 def validate_watermarks(*, high_watermark: float, low_watermark: float) -> None:
@@ -142,11 +143,13 @@ class _Replay:
 
 @dataclass(frozen=True)
 class _KeptGroup:
-    """A group before the cut kept for a result of an excluded tool, and what it costs."""
+    """A group before the cut kept for its protection class (a user message, or a call
+    with a result of an excluded tool), and what it costs."""
 
     start: int
     stop: int
     tokens: int
+    why: str
 
 
 @dataclass
@@ -188,6 +191,9 @@ class CompactionPlan:
     # cut that were sent anyway, with their protection class.
     compacted_positions: tuple[int, ...] = ()
     kept: tuple[tuple[int, str], ...] = ()
+    # For each message of the request, the history positions it was made from (several
+    # for user turns joined at the front, none for the note).
+    origins: tuple[tuple[int, ...], ...] = ()
 
 
 # Marks a compacted result in a request's fingerprints.
@@ -342,7 +348,7 @@ class CacheAwareReplay:
         """Non-system messages before the cut that the request leaves out."""
         systems = bisect.bisect_left(self._replay.system_indices, decisions.cut)
         pins = int(decisions.task_pinned) + int(decisions.pinned is not None)
-        pins += sum(group.stop - group.start for group in decisions.kept_groups)
+        pins += sum(group.stop - group.start for group in _kept(decisions))
         return decisions.cut - systems - pins
 
     def _note_tokens(self, omitted: int) -> int:
@@ -358,7 +364,7 @@ class CacheAwareReplay:
         pinned = 0 if decisions.pinned is None else self._replay.tokens[decisions.pinned]
         if decisions.task_pinned:
             pinned += self._replay.task_tokens
-        pinned += sum(group.tokens for group in decisions.kept_groups)
+        pinned += sum(group.tokens for group in _kept(decisions))
         if note:
             pinned += self._note_tokens(self._omitted(decisions))
         return self._fixed + decisions.system_tokens + pinned + decisions.history_tokens
@@ -430,15 +436,28 @@ class CacheAwareReplay:
         position = bisect.bisect_left(excluded, start)
         return position < len(excluded) and excluded[position] < stop
 
+    def _protection_of(self, history: Sequence[BaseMessage], start: int, stop: int) -> str | None:
+        """Why the group `history[start:stop]` is kept across a cut, or None: a user's own
+        message (but the task, pinned on its own) or a call with an excluded tool's result."""
+        head = history[start]
+        if isinstance(head, HumanMessage):
+            pinned_on_its_own = start == self._replay.task and self._pin_task
+            if added_kind(head) is not None or (pinned_on_its_own and self._replay.task_fits):
+                return None
+            return KEPT_EARLIER_USER
+        if self._holds_excluded_result(start, stop):
+            return KEPT_EXCLUDED_TOOL
+        return None
+
     def _cut_groups(
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int, low: int
     ) -> None:
         """Cut whole groups from the front, down to the low watermark, newest group kept.
 
-        A group holding a result of an excluded tool is kept (whole) instead; where the
-        kept groups alone leave history over the high watermark, the oldest give way down
-        to the low watermark; then the task, where it is what keeps the request over
-        budget.
+        A user's message and a group holding a result of an excluded tool are kept (whole)
+        instead; where the kept groups take history over the high watermark, the oldest
+        give way in one step (see below); then the task, where it is what keeps the
+        request over budget.
         """
         newest = group_start(history, end)
         while decisions.cut < newest and self._total(decisions) > low:
@@ -450,8 +469,9 @@ class CacheAwareReplay:
                 if not isinstance(history[index], SystemMessage)
             )
             decisions.history_tokens -= cost
-            if self._holds_excluded_result(start, stop):
-                kept = _KeptGroup(start, stop, cost)
+            why = self._protection_of(history, start, stop)
+            if why is not None:
+                kept = _KeptGroup(start, stop, cost, why)
                 decisions.kept_groups = (*decisions.kept_groups, kept)
             for index in range(start, stop):
                 message = history[index]
@@ -461,10 +481,13 @@ class CacheAwareReplay:
             self._pin_for(history, decisions, end=end)
         high, _ = self._watermarks(decisions)
         if decisions.kept_groups and self._total(decisions) > high:
-            # The kept groups alone keep history over the high watermark: the oldest give
-            # way, in one step down to the low watermark, so that the next calls do not
-            # each move the cut by one group.
-            while decisions.kept_groups and self._total(decisions) > low:
+            # The kept groups take history over the high watermark: the oldest give way, in
+            # one step, so that the next calls do not each move the cut by one group: down
+            # to the low watermark, or to half the room the rest leaves under the high one;
+            # where the rest alone is over it, only as far as the budget needs.
+            rest = self._total(decisions) - sum(g.tokens for g in _kept(decisions))
+            target = self._max_tokens if rest >= high else max(low, (rest + high) // 2)
+            while decisions.kept_groups and self._total(decisions) > target:
                 decisions.kept_groups = decisions.kept_groups[1:]
         if decisions.task_pinned and self._total(decisions, note=False) > self._max_tokens:
             # The task is left out where it is what keeps the request over budget (the
@@ -514,6 +537,7 @@ class CacheAwareReplay:
         output: list[BaseMessage] = []
         costs: list[int] = []
         prints: list[int] = []
+        origins: list[tuple[int, ...]] = []
         compacted_positions: list[int] = []
         kept: list[tuple[int, str]] = []
         omitted = self._omitted(decisions)
@@ -522,6 +546,7 @@ class CacheAwareReplay:
         start = decisions.cut if omitted > 0 else 0
 
         def send(index: int) -> None:
+            origins.append((index,))
             if self._is_compacted(decisions, index):
                 output.append(self._compacted_copy(history, index))
                 costs.append(self._compacted_tokens(history, index))
@@ -540,6 +565,7 @@ class CacheAwareReplay:
             if words is None or words is message:
                 send(index)
                 return
+            origins.append((index,))
             output.append(words)
             costs.append(self._counter.count_message(words))
             prints.append(message_fingerprint(words))
@@ -553,21 +579,19 @@ class CacheAwareReplay:
             if decisions.task_pinned:
                 task = self._task_message(history)
                 output.append(task)
+                origins.append((replay.task,) if replay.task is not None else ())
                 costs.append(replay.task_tokens)
                 prints.append(message_fingerprint(task))
                 assert replay.task is not None
                 kept.append((replay.task, KEPT_TASK))
-            pins = [(group.start, group.stop) for group in decisions.kept_groups]
+            pins = [(group.start, group.stop, group.why) for group in _kept(decisions)]
             if decisions.pinned is not None:
-                pins.append((decisions.pinned, decisions.pinned + 1))
-            current = _last_real_user(history, start, end) is None
-            for pin_start, pin_stop in sorted(pins):
-                is_user = decisions.pinned == pin_start
-                why = KEPT_EXCLUDED_TOOL
-                if is_user:
-                    why = KEPT_CURRENT_TURN if current else KEPT_LATEST_USER
+                current = _last_real_user(history, start, end) is None
+                why = KEPT_CURRENT_TURN if current else KEPT_LATEST_USER
+                pins.append((decisions.pinned, decisions.pinned + 1, why))
+            for pin_start, pin_stop, why in sorted(pins):
                 for index in range(pin_start, pin_stop):
-                    if is_user:
+                    if isinstance(history[index], HumanMessage):
                         send_user_words(index)
                     else:
                         send(index)
@@ -575,8 +599,8 @@ class CacheAwareReplay:
         for index in range(start, end):
             send(index)
         if start > 0:
-            output, costs, prints = self._with_cut_note(
-                output, costs, prints, omitted, summary, decisions
+            output, costs, prints, origins = self._with_cut_note(
+                output, costs, prints, origins, omitted, summary, decisions
             )
         tokens_after = self._fixed + sum(costs)
         plan = CompactionPlan(
@@ -590,6 +614,7 @@ class CacheAwareReplay:
             task_pinned=decisions.task_pinned and start > 0,
             compacted_positions=tuple(compacted_positions),
             kept=tuple(kept),
+            origins=tuple(origins),
         )
         if self._last_request is not None:
             unchanged = _leading_equal(self._last_request, prints)
@@ -603,10 +628,11 @@ class CacheAwareReplay:
         output: list[BaseMessage],
         costs: list[int],
         prints: list[int],
+        origins: list[tuple[int, ...]],
         omitted: int,
         summary: str | None,
         decisions: _Decisions,
-    ) -> tuple[list[BaseMessage], list[int], list[int]]:
+    ) -> tuple[list[BaseMessage], list[int], list[int], list[tuple[int, ...]]]:
         """The request with the note at the cut, and the user turns at its front joined.
 
         The note goes right after the pinned task (or the system messages), as a user turn
@@ -628,31 +654,44 @@ class CacheAwareReplay:
             noted = [*output[:position], note, *output[position:]]
             noted_costs = [*costs[:position], self._counter.count_message(note), *costs[position:]]
             noted_prints = [*prints[:position], message_fingerprint(note), *prints[position:]]
-            self._join_front_user_turns(noted, noted_costs, noted_prints)
+            noted_origins = [*origins[:position], (), *origins[position:]]
+            self._join_user_turns(noted, noted_costs, noted_prints, noted_origins)
             if self._fixed + sum(noted_costs) <= limit:
-                return noted, noted_costs, noted_prints
-        self._join_front_user_turns(output, costs, prints)
-        return output, costs, prints
+                return noted, noted_costs, noted_prints, noted_origins
+        self._join_user_turns(output, costs, prints, origins)
+        return output, costs, prints, origins
 
-    def _join_front_user_turns(
-        self, output: list[BaseMessage], costs: list[int], prints: list[int]
+    def _join_user_turns(
+        self,
+        output: list[BaseMessage],
+        costs: list[int],
+        prints: list[int],
+        origins: list[tuple[int, ...]],
     ) -> None:
-        """Join the user turns that meet at the front after a cut (the task, the note, the
-        latest user message, the kept part's first), as role alternation would on every
+        """Join the user turns that meet after a cut (the task, the note, the user messages
+        kept across the cut, the kept part's first), as role alternation would on every
         call: joined here, once per cut, the request needs no repair and keeps its prefix."""
         position = 0
-        while position < len(output) and isinstance(output[position], SystemMessage):
-            position += 1
-        while (
-            position + 1 < len(output)
-            and isinstance(output[position], HumanMessage)
-            and isinstance(output[position + 1], HumanMessage)
-        ):
+        while position + 1 < len(output):
+            if not (
+                isinstance(output[position], HumanMessage)
+                and isinstance(output[position + 1], HumanMessage)
+            ):
+                position += 1
+                continue
             merged = merge_turns(output[position], output.pop(position + 1))
             output[position] = merged
+            origins[position] = (*origins[position], *origins.pop(position + 1))
             del costs[position + 1], prints[position + 1]
             costs[position] = self._counter.count_message(merged)
             prints[position] = message_fingerprint(merged)
+
+
+def _kept(decisions: _Decisions) -> tuple[_KeptGroup, ...]:
+    """The kept groups, but the latest user message where it is pinned on its own."""
+    if decisions.pinned is None:
+        return decisions.kept_groups
+    return tuple(group for group in decisions.kept_groups if group.start != decisions.pinned)
 
 
 def _last_real_user(history: Sequence[BaseMessage], start: int, end: int) -> int | None:
