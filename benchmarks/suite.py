@@ -11,9 +11,12 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
+from benchmarks.bfcl import TOOLS_SHARE_OF_BUDGET, find_wheel, load_conversations
 from benchmarks.concurrency import (
     CONCURRENCY_WINDOW_TOKENS,
     CONVERSATION_COUNTS,
@@ -44,6 +47,7 @@ from benchmarks.policies import (
     governor_watermark_policy,
     loop_policies,
     timing_policies,
+    tool_heavy_policies,
 )
 from benchmarks.report import (
     Target,
@@ -59,6 +63,8 @@ from benchmarks.report import (
     seed_table,
     timing_table,
     timing_targets,
+    tool_heavy_table,
+    tool_heavy_targets,
     tradeoff_table,
     trajectory_detail_table,
     trajectory_table,
@@ -339,6 +345,85 @@ def _watermark_policies(budget: int, *, high: float, low: float) -> list[NamedPo
     return [governor_watermark_policy(budget, high=high, low=low)]
 
 
+@dataclass(frozen=True)
+class ToolHeavyRun:
+    """The conversations of the tool-heavy replay, each with its budget and tools."""
+
+    conversations: list[tuple[Trajectory, int, int, list[Any], frozenset[str]]]
+    skipped: int
+
+
+def load_tool_heavy(arguments: argparse.Namespace) -> ToolHeavyRun | None:
+    wheel = find_wheel()
+    if wheel is None:
+        return None
+    from langchain_context_governance import get_token_counter
+
+    counter = get_token_counter("approximate")
+    loaded, skipped = load_conversations(wheel, limit=arguments.tool_heavy_limit)
+    conversations = []
+    for conversation in loaded:
+        tools_tokens = counter.count_tools(conversation.tools)
+        budget = round(tools_tokens / TOOLS_SHARE_OF_BUDGET)
+        trajectory = Trajectory(conversation.name, "bfcl", conversation.messages)
+        conversations.append(
+            (trajectory, budget, tools_tokens, conversation.tools, conversation.exclude_tools)
+        )
+    return ToolHeavyRun(conversations, skipped)
+
+
+def replay_tool_heavy(
+    run: ToolHeavyRun,
+    make_policies: Callable[[int, list[Any], int, frozenset[str]], list[NamedPolicy]],
+    memo: MessageTokenMemo,
+) -> dict[str, list[TrajectoryResult]]:
+    results: dict[str, list[TrajectoryResult]] = {}
+    for trajectory, budget, tools_tokens, tools, excluded in run.conversations:
+        for policy in make_policies(budget, tools, tools_tokens, excluded):
+            result = replay_trajectory(
+                policy,
+                trajectory,
+                budget=budget - tools_tokens,
+                memo=memo,
+                exclude_tools=excluded,
+            )
+            results.setdefault(policy.name, []).append(result)
+    return results
+
+
+def _tool_heavy_policies(
+    budget: int, tools: list[Any], tools_tokens: int, excluded: frozenset[str]
+) -> list[NamedPolicy]:
+    return tool_heavy_policies(
+        budget, tools=tools, tools_tokens=tools_tokens, exclude_tools=excluded
+    )
+
+
+def run_tool_heavy(arguments: argparse.Namespace) -> list[Target]:
+    run = load_tool_heavy(arguments)
+    if run is None:
+        print(
+            "\n## Tool-heavy replay (BFCL multi-turn)\n\nSkipped: the bfcl-eval wheel is not "
+            "there (set BFCL_WHEEL, or run `make bench`, which downloads it to "
+            "~/.cache/langchain-context-governance/bfcl)."
+        )
+        return []
+    budgets = sorted(budget for _, budget, _, _, _ in run.conversations)
+    print(
+        f"\n## Tool-heavy replay: {len(run.conversations)} BFCL multi-turn conversations "
+        f"({run.skipped} skipped: they need the math backend), tool definitions "
+        f"{TOOLS_SHARE_OF_BUDGET:.0%} of each budget (median budget "
+        f"{budgets[len(budgets) // 2]:,} tokens); messages only in the token columns\n"
+    )
+    logging.getLogger("langchain_context_governance").setLevel(logging.ERROR)
+    _progress("replaying the tool-heavy conversations")
+    results = replay_tool_heavy(run, _tool_heavy_policies, MessageTokenMemo())
+    print(tool_heavy_table(results))
+    targets = tool_heavy_targets(results, governor=GOVERNOR_APPROXIMATE, trim=TRIM_APPROXIMATE)
+    print("\n" + render_targets(targets))
+    return targets
+
+
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
@@ -366,6 +451,10 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--skip-trajectories", action="store_true")
     parser.add_argument("--skip-tradeoff", action="store_true", help="no watermark trade-off table")
+    parser.add_argument("--skip-tool-heavy", action="store_true", help="no BFCL replay")
+    parser.add_argument(
+        "--tool-heavy-limit", type=int, default=None, help="replay only the first N conversations"
+    )
     return parser.parse_args(argv)
 
 
@@ -388,6 +477,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         targets += run_concurrency(arguments)
     if not arguments.skip_trajectories:
         targets += run_trajectories(arguments)
+    if not arguments.skip_tool_heavy:
+        targets += run_tool_heavy(arguments)
     print("\n## Targets\n")
     print(render_targets(targets))
     print(f"\nTotal wall time: {time.perf_counter() - started:.0f} s")

@@ -114,6 +114,8 @@ class _Replay:
     compacted_tokens: dict[int, int] = field(default_factory=dict)
     # Positions of results of `exclude_tools`: their groups are kept across cuts.
     excluded: list[int] = field(default_factory=list)
+    # Positions of the user's own messages (the current turn is the latest of them).
+    users: list[int] = field(default_factory=list)
     tool_names: dict[str, str] = field(default_factory=dict)
     # The conversation's first user message (the task) and what pinning it costs; the
     # copy is kept only where it differs from the message (cut to its share, or a stored
@@ -129,7 +131,7 @@ class _Replay:
         """Drop what was learned from position `index` on, and tool names past the first ones."""
         del self.tokens[index:]
         del self.prints[index:]
-        for positions in (self.system_indices, self.compactable, self.excluded):
+        for positions in (self.system_indices, self.compactable, self.excluded, self.users):
             del positions[bisect.bisect_left(positions, index) :]
         for learned in (self.compactable_names, self.compacted_tokens):
             for position in [position for position in learned if position >= index]:
@@ -304,8 +306,10 @@ class CacheAwareReplay:
             self._replay.system_indices.append(index)
             decisions.system_tokens += tokens
             return
-        if self._replay.task is None and is_task_candidate(message):
-            self._note_task(message, index)
+        if is_task_candidate(message):
+            self._replay.users.append(index)
+            if self._replay.task is None:
+                self._note_task(message, index)
         decisions.history_tokens += tokens
         if isinstance(message, ToolMessage):
             self._note_tool_result(message, index)
@@ -369,15 +373,34 @@ class CacheAwareReplay:
             pinned += self._note_tokens(self._omitted(decisions))
         return self._fixed + decisions.system_tokens + pinned + decisions.history_tokens
 
-    def _watermarks(self, decisions: _Decisions) -> tuple[int, int]:
-        """The high and low watermarks in request tokens: shares of the room history has."""
-        base = self._fixed + decisions.system_tokens
+    def _watermarks(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+    ) -> tuple[int, int]:
+        """The high and low watermarks in request tokens, at the call on the first `end`
+        messages: shares of the room history has, after the fixed tokens, the system
+        messages and the protected messages (the task, the current turn) are counted."""
+        base = self._fixed + decisions.system_tokens + self._protected_tokens(history, end)
         room = max(self._max_tokens - base, 0)
         return base + int(room * self._high_share), base + int(room * self._low_share)
 
+    def _protected_tokens(self, history: Sequence[BaseMessage], end: int) -> int:
+        """Tokens of the task and the current turn (the latest user message and the newest
+        group) at the call on the first `end` messages."""
+        replay = self._replay
+        tokens = replay.task_tokens if replay.task_fits else 0
+        if end == 0:
+            return tokens
+        newest = group_start(history, end)
+        tokens += sum(replay.tokens[newest:end])
+        users = replay.users
+        latest = bisect.bisect_left(users, end) - 1
+        if latest >= 0 and users[latest] < newest and users[latest] != replay.task:
+            tokens += replay.tokens[users[latest]]
+        return tokens
+
     def _step(self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int) -> None:
         """The decisions at one model call on the first `end` messages."""
-        high, low = self._watermarks(decisions)
+        high, low = self._watermarks(history, decisions, end=end)
         if self._total(decisions) <= high:
             return
         self._compact_oldest(history, decisions, end=end, low=low)
@@ -479,7 +502,7 @@ class CacheAwareReplay:
                     decisions.last_user_before_cut = index
             decisions.cut = stop
             self._pin_for(history, decisions, end=end)
-        high, _ = self._watermarks(decisions)
+        high, _ = self._watermarks(history, decisions, end=end)
         if decisions.kept_groups and self._total(decisions) > high:
             # The kept groups take history over the high watermark: the oldest give way, in
             # one step, so that the next calls do not each move the cut by one group: down
@@ -487,8 +510,16 @@ class CacheAwareReplay:
             # where the rest alone is over it, only as far as the budget needs.
             rest = self._total(decisions) - sum(g.tokens for g in _kept(decisions))
             target = self._max_tokens if rest >= high else max(low, (rest + high) // 2)
-            while decisions.kept_groups and self._total(decisions) > target:
-                decisions.kept_groups = decisions.kept_groups[1:]
+            # Earlier user messages give way before results of excluded tools (their
+            # protection class is lower), each oldest first.
+            for why in (KEPT_EARLIER_USER, KEPT_EXCLUDED_TOOL):
+                while self._total(decisions) > target:
+                    oldest = next((g for g in decisions.kept_groups if g.why == why), None)
+                    if oldest is None:
+                        break
+                    decisions.kept_groups = tuple(
+                        group for group in decisions.kept_groups if group is not oldest
+                    )
         if decisions.task_pinned and self._total(decisions, note=False) > self._max_tokens:
             # The task is left out where it is what keeps the request over budget (the
             # note too: it is left out of a request it does not fit).
@@ -600,7 +631,7 @@ class CacheAwareReplay:
             send(index)
         if start > 0:
             output, costs, prints, origins = self._with_cut_note(
-                output, costs, prints, origins, omitted, summary, decisions
+                history, output, costs, prints, origins, omitted, summary, decisions
             )
         tokens_after = self._fixed + sum(costs)
         plan = CompactionPlan(
@@ -625,6 +656,7 @@ class CacheAwareReplay:
 
     def _with_cut_note(
         self,
+        history: Sequence[BaseMessage],
         output: list[BaseMessage],
         costs: list[int],
         prints: list[int],
@@ -641,7 +673,7 @@ class CacheAwareReplay:
         high watermark (else the plain note goes), the plain note under the budget (else
         none goes: a tiny budget).
         """
-        high, _ = self._watermarks(decisions)
+        high, _ = self._watermarks(history, decisions, end=len(history))
         position = 0
         while position < len(output) and isinstance(output[position], SystemMessage):
             position += 1

@@ -123,13 +123,14 @@ def test_the_task_is_in_every_request_of_a_long_loop(compaction):
     assert cuts > 0
 
 
-def test_without_pin_task_the_task_falls_out():
+def test_without_pin_task_the_task_is_an_earlier_user_message_after_the_note():
     governor = ContextGovernor(context_window_tokens=9_000, keep_recent=3, pin_task=False)
     history = tool_loop(150, size=800, tool="bash")
     history.insert(200, HumanMessage("follow-up"))
-    request = governor.invoke(history)
-    assert not any(text.startswith("fix it") for text in texts(request))
-    assert block_texts(request[1])[1:] == ["follow-up"]
+    governed = governor.govern(history)
+    note, task, follow_up = block_texts(governed.messages[1])
+    assert (task, follow_up) == ("fix it", "follow-up") and note.startswith("[Context note: ")
+    assert governed.report.fate(1) == "kept (earlier-user)"
     pinned = ContextGovernor(context_window_tokens=9_000, keep_recent=3).invoke(history)
     task, note, follow_up = block_texts(pinned[1])
     assert (task, follow_up) == ("fix it", "follow-up") and note.startswith("[Context note: ")
