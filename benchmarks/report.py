@@ -550,6 +550,7 @@ class WatermarkTrial:
     trajectories: Sequence[TrajectoryResult]
     baseline: Sequence[TrajectoryResult]
     loop: Sequence[tuple[LoopResult, LoopResult]]  # (governor, ClearToolUsesEdit) per seed
+    tool_heavy: Sequence[TrajectoryResult] = ()
 
 
 def tradeoff_table(trials: Sequence[WatermarkTrial]) -> str:
@@ -559,7 +560,12 @@ def tradeoff_table(trials: Sequence[WatermarkTrial]) -> str:
         "real: hit ratio",
         "real: cost / CTU (like for like)",
         "real: original share",
+        "real: needed facts visible",
+        "real: current turn lost",
         "real: over budget",
+        "tool-heavy: needed facts visible",
+        "tool-heavy: hit ratio",
+        "tool-heavy: excluded lost",
         "loop: lowest hit ratio",
         "loop: highest cost / CTU",
         "loop: over budget",
@@ -571,6 +577,9 @@ def tradeoff_table(trials: Sequence[WatermarkTrial]) -> str:
         share = sum(total.original_share) / total.calls if total.calls else 0.0
         loop_hits = [governor.hit_ratio for governor, _ in trial.loop]
         loop_costs = [governor.priced_cost / peer.priced_cost for governor, peer in trial.loop]
+        real_facts = total.fidelity.facts_share
+        heavy = combine(trial.tool_heavy) if trial.tool_heavy else None
+        heavy_facts = heavy.fidelity.facts_share if heavy is not None else None
         rows.append(
             [
                 f"{trial.high}",
@@ -578,7 +587,14 @@ def tradeoff_table(trials: Sequence[WatermarkTrial]) -> str:
                 f"{total.hit_ratio:.1%}",
                 "-" if ratio is None else f"{ratio:.3f}",
                 f"{share:.0%}",
+                "-" if real_facts is None else f"{real_facts:.1%}",
+                f"{total.fidelity.current_lost}/{total.fidelity.current_checked}",
                 str(total.over_budget),
+                "-" if heavy_facts is None else f"{heavy_facts:.1%}",
+                "-" if heavy is None else f"{heavy.hit_ratio:.1%}",
+                "-"
+                if heavy is None
+                else f"{heavy.fidelity.excluded_lost}/{heavy.fidelity.excluded_checked}",
                 f"{min(loop_hits):.1%}" if loop_hits else "-",
                 f"{max(loop_costs):.3f}" if loop_costs else "-",
                 str(sum(governor.over_budget for governor, _ in trial.loop)),

@@ -101,7 +101,16 @@ HISTORY_KIND_POLICIES: dict[str, tuple[HistoryKind, ...]] = {
 DEFAULT_TRAJECTORIES = Path("../shared/real-trajectories")
 # The watermark pairs of the trade-off table (the default, 0.95/0.3, among them); every
 # other setting at its default.
-WATERMARK_GRID = ((0.95, 0.2), (0.95, 0.3), (0.95, 0.5), (0.9, 0.2), (0.9, 0.5), (0.8, 0.3))
+WATERMARK_GRID = (
+    (0.95, 0.2),
+    (0.95, 0.3),
+    (0.95, 0.5),
+    (0.95, 0.7),
+    (1.0, 0.3),
+    (1.0, 0.5),
+    (0.9, 0.3),
+    (0.8, 0.3),
+)
 PACKAGES = ("langchain-core", "langchain", "langgraph", "tiktoken")
 
 
@@ -299,7 +308,8 @@ def run_trajectories(arguments: argparse.Namespace) -> list[Target]:
         print(f"\n{GOVERNOR_APPROXIMATE} run by run:\n")
         print(trajectory_detail_table(results[GOVERNOR_APPROXIMATE]))
         if not arguments.skip_tradeoff:
-            print_tradeoff(arguments, trajectories, results[baseline], memo)
+            tool_heavy = None if arguments.skip_tool_heavy else load_tool_heavy(arguments)
+            print_tradeoff(arguments, trajectories, results[baseline], memo, tool_heavy)
     targets = trajectory_targets(results, governor=GOVERNOR_APPROXIMATE, baseline=baseline)
     print("\n" + render_targets(targets))
     return targets
@@ -310,8 +320,10 @@ def print_tradeoff(
     trajectories: Sequence[Trajectory],
     baseline: Sequence[TrajectoryResult],
     memo: MessageTokenMemo,
+    tool_heavy: ToolHeavyRun | None,
 ) -> None:
-    """The governor at each watermark pair, on the real runs and on the synthetic loop."""
+    """The governor at each watermark pair, on the real runs, the tool-heavy replay and the
+    synthetic loop."""
     seeds = range(arguments.seed, arguments.seed + arguments.loop_seeds)
     loops = {seed: build_tool_loop(arguments.loop_iterations, seed=seed) for seed in seeds}
     budget = arguments.loop_budget
@@ -333,9 +345,21 @@ def print_tradeoff(
             (simulate_loop(policy, loops[seed], budget=budget, memo=loop_memo), peers[seed])
             for seed in seeds
         ]
-        trials.append(WatermarkTrial(high, low, next(iter(real.values())), baseline, loop))
+        heavy: list[TrajectoryResult] = []
+        if tool_heavy is not None:
+            heavy = next(
+                iter(
+                    replay_tool_heavy(
+                        tool_heavy,
+                        functools.partial(_tool_heavy_watermark_policies, high=high, low=low),
+                        MessageTokenMemo(),
+                    ).values()
+                )
+            )
+        trials.append(WatermarkTrial(high, low, next(iter(real.values())), baseline, loop, heavy))
     print(
-        "\nWatermark trade-off (real: all runs above; loop: the tool loop, "
+        "\nWatermark trade-off (real: all runs above; tool-heavy: the BFCL replay below; "
+        "loop: the tool loop, "
         f"{len(loops)} seeds, budget {budget:,}; CTU = {clear_tool_uses_name()}):\n"
     )
     print(tradeoff_table(trials))
@@ -343,6 +367,21 @@ def print_tradeoff(
 
 def _watermark_policies(budget: int, *, high: float, low: float) -> list[NamedPolicy]:
     return [governor_watermark_policy(budget, high=high, low=low)]
+
+
+def _tool_heavy_watermark_policies(
+    budget: int,
+    tools: list[Any],
+    tools_tokens: int,
+    excluded: frozenset[str],
+    *,
+    high: float,
+    low: float,
+) -> list[NamedPolicy]:
+    del tools_tokens  # the governor counts the tools itself
+    return [
+        governor_watermark_policy(budget, high=high, low=low, tools=tools, exclude_tools=excluded)
+    ]
 
 
 @dataclass(frozen=True)

@@ -243,11 +243,13 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
 
     Runs before every chat-model call, on a copy: the stored history is never touched.
     The order is in `_run_pipeline`: repair the history (pairs, alternation), compact and
-    cut it to the budget (the task pinned, a note at the cut), repair the request (pairs,
-    alternation, provider rules), since cutting can break both, and as a last resort
-    shorten the largest messages where the request is still too large. Input budget =
-    `context_window_tokens - max_output_tokens - safety_buffer`; no cutting when
-    `context_window_tokens` is None.
+    cut it to the budget by protection class (the task pinned, a note at the cut as a turn
+    of its own, earlier user messages and excluded tools' calls kept while they fit),
+    guarantee the user turn, apply the provider rules, and as a last resort, only over
+    budget, shorten text by protection class (the current turn last). Input budget =
+    `context_window_tokens - max_output_tokens - safety_buffer`. With
+    `context_window_tokens=None` only the repairs run: no compaction, no cut, no
+    truncation (to compact without a budget, pipe the `microcompact` pass in front).
 
     One governor serves many conversations: each has its own state (see
     `state/conversation.py`), found by the LangGraph thread (`config["configurable"]
