@@ -44,7 +44,13 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 
-from langchain_context_governance._added import added_kind, cut_note_turn, without_added_parts
+from langchain_context_governance._added import (
+    added_kind,
+    cut_note_turn,
+    join_user_parts,
+    user_parts,
+    without_added_parts,
+)
 from langchain_context_governance._messages import (
     as_message_list,
     content_text_length,
@@ -53,7 +59,6 @@ from langchain_context_governance._messages import (
 )
 from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
-from langchain_context_governance.passes.alternation import merge_turns
 from langchain_context_governance.passes.cut_note import cut_note
 from langchain_context_governance.passes.microcompact import (
     DEFAULT_PLACEHOLDER,
@@ -71,12 +76,15 @@ from langchain_context_governance.tokens.counter import (
     get_token_counter,
 )
 
-# Chosen with benchmarks/ (the trade-off table in benchmarks/README.md: 27 real agent runs,
-# a tool-heavy replay and a 300-iteration tool loop): edit nothing until history passes 95%
-# of its room, then compact or cut down to 30%. A late trigger keeps requests large, so
-# each call's new tokens are a small share of it; a deep batch makes batches rare.
+# Chosen with benchmarks/ from the trade-off table in benchmarks/README.md (27 real agent
+# runs, the BFCL tool-heavy replay and a 300-iteration tool loop): edit nothing until history
+# passes 95% of its room, then compact or cut down to 20% of it. No pair reached the needed
+# facts of compaction="keep_recent" on the real runs (84.2%); 0.95/0.2 is the only one within
+# 0.6x ClearToolUsesEdit's cost (0.595), with the highest hit ratio there (94.3%); 0.95/0.3
+# shows 2.1 points more needed facts at 0.611, 1.0/0.3 3.7 points more at 0.650. On the
+# tool-heavy replay the low watermark hardly matters: protected messages fill the room.
 DEFAULT_HIGH_WATERMARK = 0.95
-DEFAULT_LOW_WATERMARK = 0.3
+DEFAULT_LOW_WATERMARK = 0.2
 # Newest compactable results a batch leaves whole. The batch happens only when the high
 # watermark is crossed, and results that arrive after it stay whole until the next one, so
 # a small number costs the model little; 3 instead of 10 compacts enough in one batch that
@@ -168,6 +176,21 @@ class _Decisions:
     last_user_before_cut: int | None = None
     task_pinned: bool = False
     kept_groups: tuple[_KeptGroup, ...] = ()
+    # Their tokens and messages, kept as sums so that a decision costs O(1); and whether
+    # the pinned latest user message is one of them (it is then counted once, as the pin).
+    kept_tokens: int = 0
+    kept_messages: int = 0
+    pinned_kept: bool = False
+
+    def keep(self, group: _KeptGroup) -> None:
+        self.kept_groups = (*self.kept_groups, group)
+        self.kept_tokens += group.tokens
+        self.kept_messages += group.stop - group.start
+
+    def give_up(self, group: _KeptGroup) -> None:
+        self.kept_groups = tuple(kept for kept in self.kept_groups if kept is not group)
+        self.kept_tokens -= group.tokens
+        self.kept_messages -= group.stop - group.start
 
 
 @dataclass
@@ -198,6 +221,8 @@ class CompactionPlan:
     origins: tuple[tuple[int, ...], ...] = ()
 
 
+# Joined user turns kept between calls: the front after a cut changes only at the next cut.
+_JOINED_KEPT = 8
 # Marks a compacted result in a request's fingerprints.
 _COMPACTED = 0x5F3759DF
 
@@ -239,6 +264,7 @@ class CacheAwareReplay:
         self._pin_task = pin_task
         self._max_tokens = max_tokens
         self._last_request: list[int] | None = None
+        self._joined: dict[tuple[int, ...], tuple[BaseMessage, int, int]] = {}
         self.reset()
 
     def reset(self) -> None:
@@ -352,7 +378,7 @@ class CacheAwareReplay:
         """Non-system messages before the cut that the request leaves out."""
         systems = bisect.bisect_left(self._replay.system_indices, decisions.cut)
         pins = int(decisions.task_pinned) + int(decisions.pinned is not None)
-        pins += sum(group.stop - group.start for group in _kept(decisions))
+        pins += decisions.kept_messages - int(decisions.pinned_kept)
         return decisions.cut - systems - pins
 
     def _note_tokens(self, omitted: int) -> int:
@@ -368,7 +394,9 @@ class CacheAwareReplay:
         pinned = 0 if decisions.pinned is None else self._replay.tokens[decisions.pinned]
         if decisions.task_pinned:
             pinned += self._replay.task_tokens
-        pinned += sum(group.tokens for group in _kept(decisions))
+        pinned += decisions.kept_tokens
+        if decisions.pinned_kept and decisions.pinned is not None:
+            pinned -= self._replay.tokens[decisions.pinned]
         if note:
             pinned += self._note_tokens(self._omitted(decisions))
         return self._fixed + decisions.system_tokens + pinned + decisions.history_tokens
@@ -422,13 +450,8 @@ class CacheAwareReplay:
             saved = self._replay.tokens[index] - self._compacted_tokens(history, index)
             if index >= decisions.cut:
                 decisions.history_tokens -= saved
-                continue
-            decisions.kept_groups = tuple(
-                replace(group, tokens=group.tokens - saved)
-                if group.start <= index < group.stop
-                else group
-                for group in decisions.kept_groups
-            )
+            # A kept group keeps the cost it had when the cut kept it: an estimate on the
+            # safe side, which spares a scan of the kept groups per compacted result.
 
     def _compacted_tokens(self, history: Sequence[BaseMessage], index: int) -> int:
         known = self._replay.compacted_tokens.get(index)
@@ -494,8 +517,7 @@ class CacheAwareReplay:
             decisions.history_tokens -= cost
             why = self._protection_of(history, start, stop)
             if why is not None:
-                kept = _KeptGroup(start, stop, cost, why)
-                decisions.kept_groups = (*decisions.kept_groups, kept)
+                decisions.keep(_KeptGroup(start, stop, cost, why))
             for index in range(start, stop):
                 message = history[index]
                 if isinstance(message, HumanMessage) and added_kind(message) is None:
@@ -508,7 +530,7 @@ class CacheAwareReplay:
             # one step, so that the next calls do not each move the cut by one group: down
             # to the low watermark, or to half the room the rest leaves under the high one;
             # where the rest alone is over it, only as far as the budget needs.
-            rest = self._total(decisions) - sum(g.tokens for g in _kept(decisions))
+            rest = self._total(decisions) - decisions.kept_tokens
             target = self._max_tokens if rest >= high else max(low, (rest + high) // 2)
             # Earlier user messages give way before results of excluded tools (their
             # protection class is lower), each oldest first.
@@ -517,9 +539,9 @@ class CacheAwareReplay:
                     oldest = next((g for g in decisions.kept_groups if g.why == why), None)
                     if oldest is None:
                         break
-                    decisions.kept_groups = tuple(
-                        group for group in decisions.kept_groups if group is not oldest
-                    )
+                    decisions.give_up(oldest)
+                    if oldest.start == decisions.pinned:
+                        decisions.pinned_kept = False
         if decisions.task_pinned and self._total(decisions, note=False) > self._max_tokens:
             # The task is left out where it is what keeps the request over budget (the
             # note too: it is left out of a request it does not fit).
@@ -559,6 +581,9 @@ class CacheAwareReplay:
             pinnable = False
         decisions.task_pinned = pinnable
         decisions.pinned = None if pinnable and latest == task else latest
+        decisions.pinned_kept = decisions.pinned is not None and any(
+            group.start == decisions.pinned for group in decisions.kept_groups
+        )
 
     def _build(
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, summary: str | None
@@ -704,19 +729,34 @@ class CacheAwareReplay:
         kept across the cut, the kept part's first), as role alternation would on every
         call: joined here, once per cut, the request needs no repair and keeps its prefix."""
         position = 0
-        while position + 1 < len(output):
-            if not (
-                isinstance(output[position], HumanMessage)
-                and isinstance(output[position + 1], HumanMessage)
-            ):
-                position += 1
+        while position < len(output):
+            stop = position
+            while stop < len(output) and isinstance(output[stop], HumanMessage):
+                stop += 1
+            if stop - position < 2:
+                position = stop + 1 if stop == position else stop
                 continue
-            merged = merge_turns(output[position], output.pop(position + 1))
-            output[position] = merged
-            origins[position] = (*origins[position], *origins.pop(position + 1))
-            del costs[position + 1], prints[position + 1]
-            costs[position] = self._counter.count_message(merged)
-            prints[position] = message_fingerprint(merged)
+            key = tuple(prints[position:stop])
+            joined = self._joined.get(key)
+            if joined is None:
+                run = output[position:stop]
+                parts = [user_parts(message) for message in run]
+                template = run[0]
+                assert isinstance(template, HumanMessage)
+                message = join_user_parts(parts, template=template)
+                joined = (
+                    message,
+                    self._counter.count_message(message),
+                    message_fingerprint(message),
+                )
+                if len(self._joined) >= _JOINED_KEPT:
+                    self._joined.clear()
+                self._joined[key] = joined
+            output[position:stop] = [joined[0]]
+            costs[position:stop] = [joined[1]]
+            prints[position:stop] = [joined[2]]
+            origins[position:stop] = [tuple(o for run in origins[position:stop] for o in run)]
+            position += 1
 
 
 def _kept(decisions: _Decisions) -> tuple[_KeptGroup, ...]:
