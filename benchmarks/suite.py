@@ -494,7 +494,28 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--tool-heavy-limit", type=int, default=None, help="replay only the first N conversations"
     )
+    parser.add_argument(
+        "--skip-counting",
+        action="store_true",
+        help="no estimate error table, no 20 MB result timing (benchmarks/counting.py)",
+    )
     return parser.parse_args(argv)
+
+
+def run_counting(arguments: argparse.Namespace) -> None:
+    """Estimate error per provider family (calibrated and not), and a 20 MB tool result."""
+    from benchmarks.counting import error_table, large_result_table
+
+    directory = trajectories_directory(arguments)
+    if not arguments.skip_trajectories and (directory / "MANIFEST.json").is_file():
+        trajectories = load_trajectories(directory)
+        print(
+            f"\n## Counting: estimate error on {len(trajectories)} real runs, one request a call\n"
+        )
+        print(error_table(trajectories))
+    _progress("counting a 20 MB tool result")
+    print("\n## Counting: a 20 MB tool result without whitespace (a fresh process each)\n")
+    print(large_result_table())
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -518,6 +539,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         targets += run_trajectories(arguments)
     if not arguments.skip_tool_heavy:
         targets += run_tool_heavy(arguments)
+    if not arguments.skip_counting and governor_available():
+        run_counting(arguments)
     print("\n## Targets\n")
     print(render_targets(targets))
     print(f"\nTotal wall time: {time.perf_counter() - started:.0f} s")

@@ -1,5 +1,7 @@
 """Keep every chat-model request of a LangChain/LangGraph agent legal and inside its window."""
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _installed_version
 from typing import TYPE_CHECKING, Any
 
 from langchain_context_governance.errors import ContextBudgetExceeded
@@ -35,6 +37,12 @@ from langchain_context_governance.tokens import (
     TokenCounterSpec,
     get_token_counter,
 )
+
+try:
+    __version__ = _installed_version("langchain-context-governance")
+except PackageNotFoundError:  # a source tree on sys.path, not installed
+    __version__ = "0+unknown"
+"""The installed distribution's version (PEP 440); "0+unknown" where it is not installed."""
 
 __all__ = [
     "BACKFILL_CONTENT",

@@ -7,18 +7,27 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator, Sequence
+import logging
+import operator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
     convert_to_messages,
 )
 from langchain_core.messages.utils import MessageLikeRepresentation
+from langchain_core.prompt_values import PromptValue
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+logger = logging.getLogger("langchain_context_governance")
+
+_CONTENT = operator.attrgetter("content")
 
 __all__ = [
     "as_message_list",
@@ -32,6 +41,7 @@ __all__ = [
     "is_user",
     "iter_declared_tool_calls",
     "message_fingerprint",
+    "messages_to_govern",
     "tool_names_by_call_id",
 ]
 
@@ -39,26 +49,121 @@ __all__ = [
 def as_message_list(messages: Sequence[MessageLikeRepresentation]) -> list[BaseMessage]:
     """Return a new list of BaseMessage objects; the input is never returned itself.
 
-    BaseMessage objects are taken as they are (no copy); anything else goes through
-    `langchain_core.messages.convert_to_messages`, whose errors name what is wrong.
+    BaseMessage objects are taken as they are (no copy), but for a `None` content, which
+    becomes "" on a copy (OpenAI's null content); anything else goes through
+    `langchain_core.messages.convert_to_messages`. A message that cannot be read, or
+    whose content is neither a string nor a list of strings and blocks, is a ValueError
+    naming its index.
+
+    Example:
+        >>> as_message_list([("user", "hi")])
+        [HumanMessage(content='hi', additional_kwargs={}, response_metadata={})]
     """
     if isinstance(messages, (str, bytes)):
         raise TypeError("messages must be a sequence of messages, not a single string")
+    if isinstance(messages, BaseMessage):
+        raise TypeError("messages must be a sequence of messages; put the one message in a list")
     items = list(messages)
-    if all(map(isinstance, items, itertools.repeat(BaseMessage))):
-        return items  # type: ignore[return-value]
-    converted: list[BaseMessage] = []
-    for index, item in enumerate(items):
-        if isinstance(item, BaseMessage):
-            converted.append(item)
+    # By the set of types: isinstance on a pydantic class is slow, 10,000 times a call.
+    if all(issubclass(kind, BaseMessage) for kind in set(map(type, items))):
+        converted: list[BaseMessage] = items  # type: ignore[assignment]
+    else:
+        converted = []
+        for index, item in enumerate(items):
+            if isinstance(item, BaseMessage):
+                converted.append(item)
+                continue
+            try:
+                converted.extend(convert_to_messages([item]))
+            except (ValueError, TypeError, NotImplementedError, KeyError) as error:
+                raise ValueError(
+                    f"message {index} cannot be read as a chat message: {error}"
+                ) from error
+    return _with_readable_content(converted)
+
+
+def _with_readable_content(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """`messages`, with a `None` content as "" (on a copy); ValueError names any other
+    content that is not a string or a list of strings and blocks."""
+    contents = list(map(_CONTENT, messages))
+    if set(map(type, contents)) <= {str}:
+        return messages  # the common path: every content is text
+    repaired: list[BaseMessage] | None = None
+    for index, content in enumerate(contents):
+        if isinstance(content, str):
             continue
-        try:
-            converted.extend(convert_to_messages([item]))
-        except (ValueError, TypeError, NotImplementedError, KeyError) as error:
+        if content is None:
+            if repaired is None:
+                repaired = list(messages)
+            repaired[index] = messages[index].model_copy(update={"content": ""})
+        elif not isinstance(content, list):
             raise ValueError(
-                f"message {index} cannot be read as a chat message: {error}"
-            ) from error
-    return converted
+                f"message {index}: content must be a string or a list of content blocks, "
+                f"got {type(content).__name__}"
+            )
+        elif not all(map(isinstance, content, itertools.repeat((str, dict)))):
+            kinds = {
+                type(block).__name__ for block in content if not isinstance(block, (str, dict))
+            }
+            raise ValueError(
+                f"message {index}: a content block must be a string or a dict, got "
+                + ", ".join(sorted(kinds))
+            )
+    return messages if repaired is None else repaired
+
+
+def messages_to_govern(value: Any) -> list[BaseMessage]:
+    """The messages the governor is given, as a new list of BaseMessage objects.
+
+    Takes what a Runnable in front of a chat model is given: a list of messages (or of
+    what `convert_to_messages` reads), a `PromptValue`, or a LangGraph state (a mapping
+    with a "messages" key, whose list is governed; its other keys are not read). A
+    `RemoveMessage` is applied as LangGraph's `add_messages` applies it (the earlier
+    message with its id is removed, every earlier message for `REMOVE_ALL_MESSAGES`)
+    and never sent; one that removes nothing is dropped with a warning.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+        >>> state = {"messages": [HumanMessage("hi"), AIMessage("yo", id="a1"),
+        ...                       RemoveMessage(id="a1"), HumanMessage("again")]}
+        >>> [m.content for m in messages_to_govern(state)]
+        ['hi', 'again']
+    """
+    if isinstance(value, PromptValue):
+        return as_message_list(value.to_messages())
+    if isinstance(value, Mapping):
+        if "messages" not in value:
+            keys = ", ".join(repr(key) for key in list(value)[:5]) or "none"
+            raise TypeError(
+                "messages must be a list of messages, or a LangGraph state with a "
+                f"'messages' key; got a mapping whose keys are {keys}"
+            )
+        value = value["messages"]
+    return _apply_removals(as_message_list(value))
+
+
+def _apply_removals(messages: list[BaseMessage]) -> list[BaseMessage]:
+    if not any(issubclass(kind, RemoveMessage) for kind in set(map(type, messages))):
+        return messages
+    kept: list[tuple[int, BaseMessage]] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, RemoveMessage):
+            kept.append((index, message))
+            continue
+        if message.id == REMOVE_ALL_MESSAGES:
+            removed, kept = len(kept), []
+        else:
+            before = len(kept)
+            kept = [(position, m) for position, m in kept if m.id != message.id]
+            removed = before - len(kept)
+        if not removed:
+            logger.warning(
+                "message %d: RemoveMessage(id=%r) removes no earlier message; it is ignored "
+                "(it is never sent to the model)",
+                index,
+                message.id,
+            )
+    return [message for _, message in kept]
 
 
 def is_system(message: BaseMessage) -> bool:

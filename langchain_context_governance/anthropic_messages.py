@@ -19,7 +19,9 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import (
@@ -33,10 +35,13 @@ from langchain_core.messages import (
 from langchain_core.messages.tool import tool_call
 
 __all__ = [
+    "AnthropicBody",
     "AnthropicFormatError",
     "anthropic_body",
+    "legal_prefill",
     "looks_like_anthropic",
     "messages_from_anthropic",
+    "read_anthropic_body",
 ]
 
 ANTHROPIC_ONLY_BLOCK_TYPES = frozenset({"tool_use", "tool_result"})
@@ -69,21 +74,94 @@ def looks_like_anthropic(body: Mapping[str, Any]) -> bool:
     )
 
 
-def messages_from_anthropic(body: Mapping[str, Any]) -> tuple[list[BaseMessage], dict[str, Any]]:
-    """The body's system prompt and messages as LangChain messages, and its other keys."""
+@dataclass(frozen=True)
+class AnthropicBody:
+    """A body read as LangChain messages.
+
+    `turns` gives each message the number of the body's message it came from (None for
+    the system prompt): a user turn's tool results and text become several messages,
+    and errors and violations name the body's own numbering.
+    """
+
+    messages: list[BaseMessage]
+    rest: dict[str, Any]
+    turns: list[int | None]
+
+
+def read_anthropic_body(body: Mapping[str, Any]) -> AnthropicBody:
+    """The body's system prompt and messages as LangChain messages, with their turn numbers.
+
+    Example:
+        >>> body = {"messages": [
+        ...     {"role": "user", "content": "weather?"},
+        ...     {"role": "assistant", "content": [
+        ...         {"type": "tool_use", "id": "t1", "name": "weather", "input": {}}]},
+        ...     {"role": "user", "content": [
+        ...         {"type": "tool_result", "tool_use_id": "t1", "content": "18C"},
+        ...         {"type": "text", "text": "and tomorrow?"}]},
+        ... ]}
+        >>> read = read_anthropic_body({"system": "Be brief.", **body})
+        >>> [m.type for m in read.messages], read.turns
+        (['system', 'human', 'ai', 'tool', 'human'], [None, 0, 1, 2, 2])
+    """
     rest = {key: value for key, value in body.items() if key not in ("system", "messages")}
     messages: list[BaseMessage] = []
+    turns: list[int | None] = []
     if "system" in body:
         messages.append(SystemMessage(content=_system_content(body["system"])))
+        turns.append(None)
     records = body.get("messages")
     if not isinstance(records, list):
         raise AnthropicFormatError("'messages' must be a JSON array")
     for index, record in enumerate(records):
         try:
-            messages.extend(_read_turn(record))
+            read = _read_turn(record)
         except AnthropicFormatError as error:
             raise AnthropicFormatError(str(error), index=index) from error
-    return messages, rest
+        messages.extend(read)
+        turns.extend([index] * len(read))
+    return AnthropicBody(messages, rest, turns)
+
+
+def messages_from_anthropic(body: Mapping[str, Any]) -> tuple[list[BaseMessage], dict[str, Any]]:
+    """The body's system prompt and messages as LangChain messages, and its other keys."""
+    read = read_anthropic_body(body)
+    return read.messages, read.rest
+
+
+def legal_prefill(messages: Sequence[BaseMessage], rest: Mapping[str, Any]) -> AIMessage | None:
+    """The body's final assistant turn where the Messages API takes it as a prefill.
+
+    Claude continues a final assistant turn ("Prefill Claude's response") when it is
+    text only, does not end in whitespace (the API refuses "final assistant content
+    cannot end with trailing whitespace") and extended thinking is off (a prefill
+    cannot follow thinking). Some models take no prefill at all (Claude Opus 4.6 answers
+    400); the body's model is not looked up here.
+
+    Example:
+        >>> legal_prefill([HumanMessage("JSON please"), AIMessage("{")], {}).content
+        '{'
+        >>> legal_prefill([HumanMessage("JSON please"), AIMessage("{ ")], {}) is None
+        True
+    """
+    if len(messages) < 2 or not isinstance(messages[-1], AIMessage):
+        return None
+    final = messages[-1]
+    thinking = rest.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("type") != "disabled":
+        return None
+    if final.tool_calls or final.invalid_tool_calls:
+        return None
+    content = final.content
+    if isinstance(content, str):
+        text = content
+    elif all(_block_type(block) == "text" for block in content):
+        text = "".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
+    else:
+        return None
+    if not text or text != text.rstrip():
+        return None
+    return final
 
 
 def _system_content(system: Any) -> str | list[str | dict[str, Any]]:
@@ -185,18 +263,41 @@ def _turn_of(index: int, message: BaseMessage) -> tuple[str, str | list[Any]]:
             result["is_error"] = True
         return "user", [result]
     if isinstance(message, AIMessage):
-        if not message.tool_calls:
-            return "assistant", _copied(message.content)
         uses = [
             {"type": "tool_use", "id": call["id"], "name": call["name"], "input": call["args"]}
             for call in message.tool_calls
-        ]
+        ] + _sent_invalid_calls(message)
+        if not uses:
+            return "assistant", _copied(message.content)
         text = _as_blocks(_copied(message.content))
         return "assistant", [block for block in text if _block_type(block) != "tool_use"] + uses
     raise ValueError(
         f"message {index}: a {message.type!r} message has no place in an Anthropic request "
         "(system messages only lead it)"
     )
+
+
+def _sent_invalid_calls(message: AIMessage) -> list[dict[str, Any]]:
+    """Calls whose arguments did not parse, as ChatAnthropic sends them: those with an id
+    and a name, with the arguments that parse as an object, else none."""
+    uses = []
+    for invalid in message.invalid_tool_calls:
+        call_id, name = invalid.get("id"), invalid.get("name")
+        if not call_id or not name:
+            continue
+        try:
+            arguments = json.loads(invalid.get("args") or "{}")
+        except json.JSONDecodeError:
+            arguments = {}
+        uses.append(
+            {
+                "type": "tool_use",
+                "id": call_id,
+                "name": name,
+                "input": arguments if isinstance(arguments, dict) else {},
+            }
+        )
+    return uses
 
 
 def _is_results_turn(turn: dict[str, Any]) -> bool:

@@ -8,6 +8,7 @@ in one line on stderr naming the file and the message index, and exit code 2. A 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
@@ -15,18 +16,24 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, BinaryIO
 
 import typer
+from langchain_core.messages import BaseMessage
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from langchain_context_governance import __version__
+from langchain_context_governance.anthropic_messages import legal_prefill
 from langchain_context_governance.demo import DEFAULT_WINDOW_TOKENS, run_demo_in_terminal
 from langchain_context_governance.governor import ContextGovernor, GovernanceReport
 from langchain_context_governance.model_settings import chat_model_from_string
+from langchain_context_governance.rules.templates import (
+    ChatTemplateLimitExceeded,
+    rules_for_chat_template,
+)
 from langchain_context_governance.rules.validate import PROVIDERS, Violation, validate_messages
 from langchain_context_governance.state.cache_aware import DEFAULT_KEEP_RECENT
 from langchain_context_governance.tokens.counter import COUNTER_NAMES
@@ -35,8 +42,8 @@ from langchain_context_governance.transcripts import (
     Transcript,
     TranscriptError,
     TranscriptFormat,
+    decode_transcript,
     dump_transcript,
-    load_transcript,
     parse_transcript,
 )
 
@@ -47,6 +54,10 @@ EXIT_BAD_INPUT = 2
 
 STANDARD_STREAM = "-"
 """A FILE or `--output` of `-` means stdin or stdout."""
+
+DEFAULT_MAX_INPUT_MB = 256
+"""The most a command reads; a transcript of 10,000 long messages is a few dozen MB."""
+BYTES_PER_MB = 1024 * 1024
 
 DEFAULT_MAX_OUTPUT = ContextGovernor.model_fields["max_output_tokens"].default
 DEFAULT_SAFETY_BUFFER = ContextGovernor.model_fields["safety_buffer"].default
@@ -79,10 +90,7 @@ def _default(text: str) -> str:
 
 def _show_version(value: bool) -> None:
     if value:
-        try:
-            typer.echo(f"context-governance {version('langchain-context-governance')}")
-        except PackageNotFoundError:
-            typer.echo("context-governance (not installed as a package)")
+        typer.echo(f"context-governance {__version__}")
         raise typer.Exit()
 
 
@@ -123,6 +131,16 @@ ProviderOption = Annotated[
 ]
 
 
+MaxInputOption = Annotated[
+    int,
+    typer.Option(
+        "--max-input-mb",
+        min=1,
+        help="The most the command reads, in megabytes; a larger input is refused.",
+    ),
+]
+
+
 class BadInput(Exception):
     """Input the command cannot use; the message is the one line the user sees."""
 
@@ -144,24 +162,43 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(code=EXIT_BAD_INPUT)
 
 
-def _read_transcript(path: Path) -> Transcript:
-    """The transcript at `path`, or on stdin for `-`; any unreadable input is BadInput."""
+def _read_transcript(path: Path, *, max_input_mb: int) -> Transcript:
+    """The transcript at `path`, or on stdin for `-`; any unreadable input is BadInput.
+
+    At most `max_input_mb` megabytes are read: more (or a device such as /dev/zero,
+    which never ends) is refused before it fills the memory.
+    """
+    source = "<stdin>" if str(path) == STANDARD_STREAM else str(path)
     try:
         if str(path) == STANDARD_STREAM:
-            return parse_transcript(_read_stdin(), source="<stdin>")
-        return load_transcript(path)
+            data = _read_at_most(_stdin_bytes(max_input_mb), max_input_mb, source)
+        else:
+            with path.open("rb") as stream:
+                data = _read_at_most(stream, max_input_mb, source)
+        return parse_transcript(decode_transcript(data, source=source), source=source)
     except TranscriptError as error:
         raise BadInput(str(error)) from error
+    except OSError as error:
+        raise BadInput(f"{source}: cannot be read: {error.strerror or error}") from error
 
 
-def _read_stdin() -> str:
-    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
-    if isinstance(data, str):
-        return data
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise BadInput(f"<stdin>: is not UTF-8 text (byte {error.start})") from error
+def _stdin_bytes(max_input_mb: int) -> BinaryIO:
+    if hasattr(sys.stdin, "buffer"):
+        return sys.stdin.buffer
+    # A text stream (an embedding program's): a character is at least one byte.
+    text = sys.stdin.read(max_input_mb * BYTES_PER_MB + 1)
+    return io.BytesIO(text.encode("utf-8", "surrogatepass"))
+
+
+def _read_at_most(stream: BinaryIO, max_input_mb: int, source: str) -> bytes:
+    limit = max_input_mb * BYTES_PER_MB
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise BadInput(
+            f"{source}: larger than {max_input_mb:,} MB, the most the command reads "
+            "(raise --max-input-mb to read more)"
+        )
+    return data
 
 
 def _provider_for(transcript: Transcript, provider: str | None) -> str:
@@ -315,14 +352,29 @@ def _write_output(output: Path | None, text: str) -> None:
 def _governed_text(
     transcript: Transcript, governor: ContextGovernor
 ) -> tuple[str, GovernanceReport]:
-    result = governor.govern(transcript.messages)
+    messages, prefill = _split_prefill(transcript)
+    result = governor.govern(messages)
     try:
         text = dump_transcript(
-            result.messages, format=transcript.format, request=transcript.request
+            [*result.messages, *prefill], format=transcript.format, request=transcript.request
         )
     except ValueError as error:
         raise BadInput(f"cannot write the governed transcript: {error}") from error
     return text, result.report
+
+
+def _split_prefill(transcript: Transcript) -> tuple[list[BaseMessage], list[BaseMessage]]:
+    """The messages to govern or check, and an Anthropic body's final prefill, kept as it is.
+
+    A prefill is the start of Claude's answer, not a turn of the conversation; the
+    governor would drop it as a trailing assistant turn, and the rules call it one.
+    """
+    if transcript.format != "anthropic-request":
+        return transcript.messages, []
+    prefill = legal_prefill(transcript.messages, transcript.request)
+    if prefill is None:
+        return transcript.messages, []
+    return transcript.messages[:-1], [prefill]
 
 
 @app.command()
@@ -384,13 +436,14 @@ def govern(
     report_json: Annotated[
         bool, typer.Option("--report-json", help="Write the report to stderr as JSON.")
     ] = False,
+    max_input_mb: MaxInputOption = DEFAULT_MAX_INPUT_MB,
 ) -> None:
     """Write the governed transcript, in the input's format; the report goes to stderr.
 
     The tool definitions of a request body count against the budget and are written back.
     """
     try:
-        transcript = _read_transcript(file)
+        transcript = _read_transcript(file, max_input_mb=max_input_mb)
         governor = build_governor(
             window=window,
             max_output=max_output,
@@ -424,9 +477,17 @@ def _request_tools(transcript: Transcript) -> list[Any] | None:
     return tools
 
 
-def violation_line(file: Path, violation: Violation) -> str:
-    """One broken rule as `FILE: message I: rule: words` (`request` for the whole request)."""
-    where = "request" if violation.index < 0 else f"message {violation.index}"
+def violation_line(file: Path, violation: Violation, transcript: Transcript | None = None) -> str:
+    """One broken rule as `FILE: message I: rule: words` (`request` for the whole request).
+
+    I is the file's own number of the message (an Anthropic body's turn, `system` for its
+    system prompt); the rule's words keep the index of the message list checked.
+    """
+    if violation.index < 0:
+        where = "request"
+    else:
+        number = violation.index if transcript is None else transcript.number_of(violation.index)
+        where = "system" if number is None else f"message {number}"
     return f"{file}: {where}: {violation.rule}: {violation.message}"
 
 
@@ -439,28 +500,48 @@ ChatTemplateOption = Annotated[
 ]
 
 
+def _probed_chat_template(path: Path) -> str:
+    """The template's text, probed once here so that its errors name the option."""
+    try:
+        template = path.read_text(encoding="utf-8")
+        rules_for_chat_template(template)
+    except OSError as error:
+        raise _fail(f"--chat-template {path}: {error.strerror or error}") from None
+    except (UnicodeDecodeError, ValueError, ImportError) as error:
+        raise _fail(f"--chat-template {path}: {error}") from None
+    return template
+
+
 @app.command()
 def check(
     file: FileArgument,
     provider: ProviderOption = None,
     chat_template: ChatTemplateOption = None,
+    max_input_mb: MaxInputOption = DEFAULT_MAX_INPUT_MB,
 ) -> None:
     """List every rule the transcript breaks; exit 1 when it breaks any, 0 when clean."""
     try:
-        transcript = _read_transcript(file)
+        transcript = _read_transcript(file, max_input_mb=max_input_mb)
     except BadInput as error:
         raise _fail(str(error)) from None
     provider = _provider_for(transcript, provider)
+    template = None if chat_template is None else _probed_chat_template(chat_template)
+    messages, _ = _split_prefill(transcript)
     try:
-        template = None if chat_template is None else chat_template.read_text(encoding="utf-8")
         violations = validate_messages(
-            transcript.messages, provider=provider, chat_template=template
+            messages,
+            provider=provider,
+            chat_template=template,
+            tools=_request_tools(transcript),
         )
-    except (OSError, UnicodeDecodeError, ValueError, ImportError) as error:
-        where = f"--chat-template {chat_template}: " if isinstance(error, OSError) else ""
-        raise _fail(f"{where}{error}") from None
+    except BadInput as error:
+        raise _fail(str(error)) from None
+    except ChatTemplateLimitExceeded as error:
+        raise _fail(f"--chat-template {chat_template}: {error}") from None
+    except ValueError as error:  # a tool definition the template cannot be given
+        raise _fail(f"the request's tools: {error}") from None
     for violation in violations:
-        typer.echo(violation_line(file, violation))
+        typer.echo(violation_line(file, violation, transcript))
     count = len(violations)
     if count:
         noun = "rule" if count == 1 else "rules"

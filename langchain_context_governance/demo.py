@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from rich.table import Table
 from langchain_context_governance.governor import ContextGovernor, GovernanceResult
 from langchain_context_governance.rules.validate import Violation, validate_messages
 from langchain_context_governance.testing import ScriptedChatModel
+from langchain_context_governance.tokens.calibration import Overflow
 from langchain_context_governance.transcripts import sample_workspace_path
 
 __all__ = [
@@ -266,8 +267,10 @@ class _RecordingGovernor(ContextGovernor):
 
     _results: list[tuple[list[BaseMessage], GovernanceResult]] = PrivateAttr(default_factory=list)
 
-    def govern(self, messages: Any, *, thread_id: str | None = None) -> GovernanceResult:
-        result = super().govern(messages, thread_id=thread_id)
+    def govern(
+        self, messages: Any, *, thread_id: str | None = None, overflows: Sequence[Overflow] = ()
+    ) -> GovernanceResult:
+        result = super().govern(messages, thread_id=thread_id, overflows=overflows)
         self._results.append((list(messages), result))
         return result
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -15,7 +16,7 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
-from langchain_context_governance._messages import as_message_list
+from langchain_context_governance._messages import messages_to_govern
 from langchain_context_governance._settings import reject_unknown_settings
 from langchain_context_governance.errors import ContextBudgetExceeded
 from langchain_context_governance.model_settings import (
@@ -54,7 +55,10 @@ from langchain_context_governance.rules.apply import (
     requires_unique_call_ids,
 )
 from langchain_context_governance.rules.repairs import give_reused_call_ids_fresh_ids
-from langchain_context_governance.rules.templates import rules_for_chat_template
+from langchain_context_governance.rules.templates import (
+    render_chat_template,
+    rules_for_chat_template,
+)
 from langchain_context_governance.rules.validate import PROVIDERS
 from langchain_context_governance.state.cache_aware import (
     DEFAULT_HIGH_WATERMARK,
@@ -77,6 +81,11 @@ from langchain_context_governance.state.summary import (
     summary_request,
     summary_text,
 )
+from langchain_context_governance.tokens.calibration import (
+    Calibration,
+    Overflow,
+    shared_calibration,
+)
 from langchain_context_governance.tokens.counter import MessageTokenCounter, get_token_counter
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run
 
@@ -84,8 +93,14 @@ logger = logging.getLogger(__name__)
 
 # The smallest summary worth asking for, in tokens (a tenth of the budget otherwise).
 _MIN_SUMMARY_TOKENS = 64
+# A message with more text than this many budgets' worth of characters (4 a token) cannot be
+# sent whole: it is counted approximately, since the last resort cuts it anyway, and exact
+# tokenizers spend seconds and gigabytes on megabytes of text without whitespace.
+_COUNTED_APPROXIMATELY_ABOVE_BUDGETS = 8
+_CHARS_PER_TOKEN = 4
 
-GovernorInput = Sequence[MessageLikeRepresentation] | PromptValue
+# A LangGraph state (a mapping with a "messages" key) is governed as its message list.
+GovernorInput = Sequence[MessageLikeRepresentation] | PromptValue | Mapping[str, Any]
 
 # A step returns the messages and how many it changed, or such counts per pass name.
 PassFunction = Callable[[list[BaseMessage]], tuple[list[BaseMessage], int | Mapping[str, int]]]
@@ -123,10 +138,18 @@ class GovernanceReport:
     cut: tuple[tuple[int, int], ...] = ()
     truncated: tuple[int, ...] = ()
     kept: tuple[tuple[int, str], ...] = ()
+    # How far the counter is from the provider's own counts in this conversation
+    # (tokens/calibration.py); the token figures above are the counter's estimates.
+    calibration_factor: float = 1.0
+
+    @property
+    def corrected_tokens_after(self) -> int:
+        """`tokens_after` as the provider counts it, by the calibration factor."""
+        return Calibration(factor=self.calibration_factor).corrected(self.tokens_after)
 
     @property
     def within_budget(self) -> bool:
-        return self.budget is None or self.tokens_after <= self.budget
+        return self.budget is None or self.corrected_tokens_after <= self.budget
 
     def fate(self, index: int) -> str:
         """What happened to the input message at `index`: "cut", "compacted",
@@ -153,8 +176,12 @@ class GovernanceReport:
         verdict = "" if self.within_budget else " OVER BUDGET"
         changed = ", ".join(f"{name}={count}" for name, count in self.changes.items() if count)
         fallback = ", fell back" if self.fell_back else ""
+        corrected = ""
+        if self.calibration_factor != 1.0:
+            corrected = f" x {self.calibration_factor:.3g} = {self.corrected_tokens_after:,}"
+        tokens = f"tokens {self.tokens_before:,} -> {self.tokens_after:,}{corrected}"
         return (
-            f"tokens {self.tokens_before:,} -> {self.tokens_after:,} ({budget}{verdict}), "
+            f"{tokens} ({budget}{verdict}), "
             f"messages {self.messages_before} -> {self.messages_after}"
             f"{'; ' + changed if changed else ''}{fallback}"
         )
@@ -226,6 +253,8 @@ def _validate_settings(governor: ContextGovernor) -> None:
         raise ValueError("summary_prompt must not be empty")
     if governor.max_conversations < 1:
         raise ValueError(f"max_conversations must be >= 1, got {governor.max_conversations}")
+    if governor.overflow_retries < 0:
+        raise ValueError(f"overflow_retries must be >= 0, got {governor.overflow_retries}")
     if governor.on_over_budget not in ("truncate", "warn", "raise"):
         raise ValueError(
             f"on_over_budget must be 'truncate', 'warn' or 'raise', got {governor.on_over_budget!r}"
@@ -294,6 +323,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS
     summary_model: Any = None
     summary_prompt: str = DEFAULT_SUMMARY_PROMPT
+    overflow_retries: int = 1
     name: str | None = "ContextGovernor"
 
     _counter: MessageTokenCounter = PrivateAttr()
@@ -303,6 +333,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     _template_rules: tuple[str, ...] = PrivateAttr(default=())
     _unique_call_ids: bool = PrivateAttr(default=False)
     _conversations: Conversations = PrivateAttr()
+    # The model the governor was sized for (`from_model`): its calibration default.
+    _model_label: str | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -316,7 +348,19 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         self._budget = _input_budget(
             self.context_window_tokens, self.max_output_tokens, self.safety_buffer
         )
-        self._counter = get_token_counter(self.token_counter)
+        self._counter = get_token_counter(
+            self.token_counter,
+            exact_up_to_chars=(
+                None
+                if self._budget is None
+                else self._budget * _CHARS_PER_TOKEN * _COUNTED_APPROXIMATELY_ABOVE_BUDGETS
+            ),
+            render_chat_template=(
+                None
+                if self.chat_template is None
+                else functools.partial(render_chat_template, self.chat_template)
+            ),
+        )
         self._compaction = ResultCompaction(
             compactable_tools=self.compactable_tools,
             exclude_tools=self.exclude_tools,
@@ -343,6 +387,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 min_chars=self.min_chars,
                 compaction=self._compaction,
                 pin_task=self.pin_task,
+                shared_calibration=shared_calibration(self.calibration_key),
             )
         repairs = RepairStream(
             repair_group=self._repair_group,
@@ -395,12 +440,39 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 stacklevel=2,
             )
         settings.update(overrides)
-        return cls(**settings)
+        governor = cls(**settings)
+        governor._model_label = model_label(chat_model)
+        return governor
+
+    def __repr__(self) -> str:
+        """The provider profile and the settings that differ from the defaults, each short:
+        a model by its class and name, tools by their names, long text by its length.
+
+        Example:
+            >>> ContextGovernor(context_window_tokens=8_000, tools=[{"name": "grep"}])
+            ContextGovernor(provider='openai', context_window_tokens=8000, tools=<1 tool: grep>)
+        """
+        settings = ", ".join(f"{name}={shown}" for name, shown in self._repr_settings())
+        return f"{type(self).__name__}({settings})"
+
+    def _repr_settings(self) -> Iterator[tuple[str, str]]:
+        # The profile first and always: it decides which rules the requests satisfy.
+        yield "provider", repr(self.provider)
+        for name, field_info in type(self).model_fields.items():
+            value = getattr(self, name)
+            if name in ("provider", "name") or value == field_info.default:
+                continue
+            yield name, short_setting(value)
 
     @property
     def budget(self) -> int | None:
         """Tokens the request may take, or None when no context window is set."""
         return self._budget
+
+    @property
+    def calibration_key(self) -> str:
+        """What the model's default calibration is kept under: the model and the counter."""
+        return f"{self._model_label or 'any model'} counted by {self._counter.name}"
 
     @property
     def counter(self) -> MessageTokenCounter:
@@ -411,35 +483,55 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         """Tokens of a request made of `messages` and this governor's tool definitions."""
         return self._counter.count_messages(messages) + self._counter.count_tools(self.tools)
 
-    def govern(self, messages: GovernorInput, *, thread_id: str | None = None) -> GovernanceResult:
+    def govern(
+        self,
+        messages: GovernorInput,
+        *,
+        thread_id: str | None = None,
+        overflows: Sequence[Overflow] = (),
+    ) -> GovernanceResult:
         """Govern `messages`; return the governed copy and a report of what changed.
 
-        `thread_id` names the conversation (LangGraph's thread); without it the
-        conversation is recognised by its history. Where a cut needs a summary, the
-        `summary_model` is called here, once for that cut.
+        `messages` is a list of messages, a `PromptValue`, or a LangGraph state, whose
+        "messages" list is governed; a `RemoveMessage` in it is applied, never sent (see
+        `_messages.messages_to_govern`). A message that cannot be read is a ValueError
+        naming its index. `thread_id` names the conversation (LangGraph's thread);
+        without it the conversation is recognised by its history. Where a cut needs a
+        summary, the `summary_model` is called here, once for that cut. `overflows`: the
+        provider refused this call's request for its length (see
+        `recover_from_overflow`); the retry's request is governed with a calibration
+        raised to fit.
         """
         original = _to_message_list(messages)
         with self._conversation(thread_id, original) as state:
-            result, job, previous = self._govern_with(state, original)
+            result, job, previous = self._govern_with(state, original, overflows=overflows)
             if job is None:
                 return result
             self._keep_summary(state, job, self._summarize(job))
-            return self._govern_with(state, original, previous_request=previous)[0]
+            return self._govern_with(
+                state, original, previous_request=previous, overflows=overflows
+            )[0]
 
     async def agovern(
-        self, messages: GovernorInput, *, thread_id: str | None = None
+        self,
+        messages: GovernorInput,
+        *,
+        thread_id: str | None = None,
+        overflows: Sequence[Overflow] = (),
     ) -> GovernanceResult:
         """`govern` for async callers: the summary model, where a cut needs it, is awaited."""
         if self.summary_model is None:
             # Nothing to await: governance is computation on a copy.
-            return self.govern(messages, thread_id=thread_id)
+            return self.govern(messages, thread_id=thread_id, overflows=overflows)
         original = _to_message_list(messages)
         with self._conversation(thread_id, original) as state:
-            result, job, previous = self._govern_with(state, original)
+            result, job, previous = self._govern_with(state, original, overflows=overflows)
             if job is None:
                 return result
             self._keep_summary(state, job, await self._asummarize(job))
-            return self._govern_with(state, original, previous_request=previous)[0]
+            return self._govern_with(
+                state, original, previous_request=previous, overflows=overflows
+            )[0]
 
     @contextmanager
     def _conversation(
@@ -465,6 +557,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         original: list[BaseMessage],
         *,
         previous_request: list[int] | None = None,
+        overflows: Sequence[Overflow] = (),
     ) -> tuple[GovernanceResult, SummaryJob | None, list[int] | None]:
         """One run of the pipeline; the summary the cut needs, if any, is not made here.
 
@@ -477,7 +570,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         fixed_tokens = self._fixed_tokens()
         try:
             run: _PipelineResult | None = self._run_pipeline(
-                state, original, fixed_tokens=fixed_tokens
+                state, original, fixed_tokens=fixed_tokens, overflows=overflows
             )
             assert run is not None
             governed, changes = run.request, run.changes
@@ -486,7 +579,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             state.forget()
             governed, changes = self._run_minimal_repair(original)
             run = None
-        report = self._report(original, governed, changes, run, fixed_tokens=fixed_tokens)
+        calibration = self._calibration_for(run.plan if run is not None else None, overflows)
+        report = self._report(
+            original, governed, changes, run, fixed_tokens=fixed_tokens, calibration=calibration
+        )
         logger.debug("context governance report: %s", report)
         job = run.summary_job if run is not None else None
         fit = run.fit if run is not None else None
@@ -495,7 +591,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         if job is None and not report.within_budget:
             assert report.budget is not None
             if self.on_over_budget == "raise":
-                raise ContextBudgetExceeded(budget=report.budget, tokens=report.tokens_after)
+                raise ContextBudgetExceeded(
+                    budget=report.budget, tokens=report.corrected_tokens_after
+                )
             if not state.over_budget_warned:
                 state.over_budget_warned = True
                 _warn_over_budget(report)
@@ -541,12 +639,30 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         # Kept also when the model failed (None): one model call per cut, never one per call.
         state.summary = (job.cut, text)
 
+    def _calibration_for(
+        self, plan: CompactionPlan | None, overflows: Sequence[Overflow]
+    ) -> Calibration:
+        """The calibration this call compares with thresholds: the replay's (learned from
+        the history), else what this call's refusals for length taught."""
+        if plan is not None and self.compaction == "cache_aware":
+            return plan.calibration
+        calibration = Calibration()
+        for overflow in overflows:
+            budget = self._budget if self._budget is not None else overflow.estimate_tokens
+            calibration = calibration.observe_overflow(overflow, budget=budget)
+        return calibration
+
     def _fixed_tokens(self) -> int:
         """This call's tokens outside the messages: request overhead and tool definitions."""
         return self._counter.request_overhead + self._counter.count_tools(self.tools)
 
     def _run_pipeline(
-        self, state: ConversationState, messages: list[BaseMessage], *, fixed_tokens: int
+        self,
+        state: ConversationState,
+        messages: list[BaseMessage],
+        *,
+        fixed_tokens: int,
+        overflows: Sequence[Overflow] = (),
     ) -> _PipelineResult:
         """The steps, in their order; each returns what it made.
 
@@ -562,10 +678,12 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
            newest results, then cut text by protection class, the current turn last.
         Pairing and alternation run once, in step 1: compaction and cuts keep whole
         groups and join the user turns they bring together. The rules run before the last
-        resort, which measures what is sent and only shortens text.
+        resort, which measures what is sent and only shortens text. Thresholds compare
+        counts corrected by the calibration (tokens/calibration.py): the replay's, learned
+        from the sizes the history reports, and `overflows`.
         """
         history = self._repair_history(state, messages)
-        plan = self._compact_and_cut(state, history, fixed_tokens=fixed_tokens)
+        plan = self._compact_and_cut(state, history, fixed_tokens=fixed_tokens, overflows=overflows)
         changes = dict(history.changes)
         request = history.to_list() if plan is None else plan.messages
         if plan is not None:
@@ -579,7 +697,12 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             changes[name] = changes.get(name, 0) + count
         measured = plan.tokens_after if plan is not None and request is plan.messages else None
         before_last_resort = request
-        fit = self._last_resort(request, fixed_tokens=fixed_tokens, measured=measured)
+        fit = self._last_resort(
+            request,
+            fixed_tokens=fixed_tokens,
+            measured=measured,
+            calibration=self._calibration_for(plan, overflows),
+        )
         if fit is not None:
             request = fit.messages
             changes[MICROCOMPACT] = changes.get(MICROCOMPACT, 0) + len(fit.compacted)
@@ -598,7 +721,12 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return history
 
     def _compact_and_cut(
-        self, state: ConversationState, history: RepairedHistory, *, fixed_tokens: int
+        self,
+        state: ConversationState,
+        history: RepairedHistory,
+        *,
+        fixed_tokens: int,
+        overflows: Sequence[Overflow],
     ) -> CompactionPlan | None:
         """Step 2: compaction and cuts; None without a budget (repairs only)."""
         if self._budget is None:
@@ -609,10 +737,15 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 fixed_tokens=fixed_tokens,
                 final=history.final,
                 summary_for=state.summary_for,
+                overflows=overflows,
             )
         messages = history.to_list()
         compacted, compacted_count = self._microcompact(messages)
-        snipped, removed = self._snip(compacted, fixed_tokens=fixed_tokens)
+        snipped, removed = self._snip(
+            compacted,
+            fixed_tokens=fixed_tokens,
+            calibration=self._calibration_for(None, overflows),
+        )
         return CompactionPlan(
             messages=snipped,
             compacted=compacted_count,
@@ -624,7 +757,12 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         )
 
     def _last_resort(
-        self, request: list[BaseMessage], *, fixed_tokens: int, measured: int | None
+        self,
+        request: list[BaseMessage],
+        *,
+        fixed_tokens: int,
+        measured: int | None,
+        calibration: Calibration,
     ) -> BudgetFit | None:
         """Step 5: where the request is over budget, compact and cut text (passes/truncate.py).
 
@@ -632,16 +770,17 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         it is. Governing the governed request again changes nothing: it is within budget,
         so this step leaves it alone, and the replay finds nothing left to cut in it (what
         was left before the cut is protected, and a cut that would leave nothing out is
-        no cut), nor to compact (the last resort compacted all it could).
+        no cut), nor to compact (the last resort compacted all it could). Counts are
+        corrected by `calibration`.
         """
         if self._budget is None or self.on_over_budget == "warn":
             return None
         tokens = self.count_tokens(request) if measured is None else measured
-        if tokens <= self._budget:
+        if calibration.corrected(tokens) <= self._budget:
             return None
         return fit_to_budget(
             request,
-            max_tokens=self._budget,
+            max_tokens=max(calibration.limit(self._budget), 1),
             counter=self._counter,
             tools_tokens=fixed_tokens - self._counter.request_overhead,
             min_chars=self.min_chars,
@@ -657,6 +796,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         run: _PipelineResult | None,
         *,
         fixed_tokens: int,
+        calibration: Calibration,
     ) -> GovernanceReport:
         """The report: token figures from what this call measured where it did, and which
         messages (by input index) were compacted, cut, truncated or kept by protection."""
@@ -682,6 +822,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             fell_back=run is None,
             unchanged_prefix_messages=plan.unchanged_prefix_messages if plan else None,
             unchanged_prefix_tokens=plan.unchanged_prefix_tokens if plan else None,
+            calibration_factor=calibration.factor,
             **details,
         )
 
@@ -747,28 +888,35 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         }
 
     def _snip(
-        self, messages: list[BaseMessage], *, fixed_tokens: int
+        self, messages: list[BaseMessage], *, fixed_tokens: int, calibration: Calibration
     ) -> tuple[list[BaseMessage], int]:
         assert self._budget is not None
         return snip_history_with_count(
             messages,
-            max_tokens=self._budget,
+            max_tokens=max(calibration.limit(self._budget), 1),
             counter=self._counter,
             tools_tokens=fixed_tokens - self._counter.request_overhead,
             pin_task=self.pin_task,
         )
+
+    def _request_repairs(self) -> list[tuple[str, PassFunction]]:
+        """The repairs of a whole request with no state, for the fallback."""
+        return [
+            *_PAIR_REPAIRS,
+            (ALTERNATION, enforce_role_alternation_with_count),
+            (PROVIDER_RULES, self._apply_provider_rules),
+        ]
 
     def _run_minimal_repair(
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], dict[str, int]]:
         """Pairs, alternation and the provider rules of the whole list, with no state:
         what is sent where the pipeline failed on input nobody foresaw."""
-        steps: list[tuple[str, PassFunction]] = [
-            *_PAIR_REPAIRS,
-            (ALTERNATION, enforce_role_alternation_with_count),
-            (PROVIDER_RULES, self._apply_provider_rules),
-        ]
-        repaired, changes = _run_steps(messages, steps)
+        try:
+            repaired, changes = _run_steps(messages, self._request_repairs())
+        except Exception:
+            logger.exception("the minimal repair failed too; sending the messages unchanged")
+            return list(messages), {}
         has_conversation = any(not isinstance(message, ToolMessage) for message in messages)
         repaired, added = guarantee_user_turn(repaired, has_conversation=has_conversation)
         changes[ALTERNATION] = changes.get(ALTERNATION, 0) + added
@@ -807,6 +955,42 @@ _PAIR_REPAIRS: list[tuple[str, PassFunction]] = [
     (DROP_ORPHANS, drop_orphan_tool_results_with_count),
     (BACKFILL, backfill_missing_tool_results_with_count),
 ]
+
+
+# Text settings longer than this show their length in `repr` (a chat template, a prompt).
+_REPR_TEXT_CHARACTERS = 60
+
+
+def short_setting(value: Any) -> str:
+    """A setting's value for `repr`, a few dozen characters at most.
+
+    Example:
+        >>> short_setting("{% for m in messages %}{{ m.content }}{% endfor %}" * 3)
+        '<text of 150 characters>'
+    """
+    if isinstance(value, str):
+        return (
+            repr(value)
+            if len(value) <= _REPR_TEXT_CHARACTERS
+            else f"<text of {len(value):,} characters>"
+        )
+    if isinstance(value, (int, float, bool, frozenset)) or value is None:
+        return repr(sorted(value)) if isinstance(value, frozenset) else repr(value)
+    if isinstance(value, Sequence):
+        names = [str(_tool_name(tool)) for tool in value]
+        noun = "tool" if len(names) == 1 else "tools"
+        listed = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        return f"<{len(names)} {noun}: {listed}>"
+    if isinstance(value, Runnable):
+        return f"<{model_label(value)}>"
+    return f"<{getattr(value, '__name__', type(value).__name__)}>"
+
+
+def _tool_name(tool: Any) -> Any:
+    if isinstance(tool, Mapping):
+        function = tool.get("function")
+        return (function if isinstance(function, Mapping) else tool).get("name", "?")
+    return getattr(tool, "name", getattr(tool, "__name__", type(tool).__name__))
 
 
 def _summary_of(reply: Any, job: SummaryJob) -> str | None:
@@ -935,16 +1119,14 @@ def _warn_over_budget(report: GovernanceReport) -> None:
         "context governance: the request is over budget: %d tokens for a budget of %d "
         "(%d over); the model may reject it as too long. Raise the window or shrink what "
         "governance cannot cut (the system message, the last turn, tool definitions).",
-        report.tokens_after,
+        report.corrected_tokens_after,
         report.budget,
-        report.tokens_after - report.budget,
+        report.corrected_tokens_after - report.budget,
     )
 
 
 def _to_message_list(messages: GovernorInput) -> list[BaseMessage]:
-    if isinstance(messages, PromptValue):
-        return messages.to_messages()
-    return as_message_list(messages)
+    return messages_to_govern(messages)
 
 
 def _run_steps(

@@ -7,16 +7,22 @@ run dozens of tool iterations and the request changes after each of them.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, RemoveMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.base import coerce_to_runnable
 from langgraph.graph import MessagesState
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langchain_context_governance.governor import ContextGovernor, GovernanceResult
+from langchain_context_governance.overflow import (
+    acall_with_overflow_recovery,
+    call_with_overflow_recovery,
+)
+from langchain_context_governance.tokens.calibration import Overflow, with_overflows
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run, report_as_dict
 
 __all__ = [
@@ -25,6 +31,7 @@ __all__ = [
     "GovernedMessagesState",
     "PreModelHookMode",
     "build_pre_model_hook",
+    "with_overflow_recovery",
 ]
 
 PreModelHookMode = Literal["llm_input", "replace"]
@@ -148,3 +155,82 @@ def _replacement_of_history(governed: list[BaseMessage]) -> list[BaseMessage]:
         for message in governed
     ]
     return [RemoveMessage(id=REMOVE_ALL_MESSAGES), *with_ids]
+
+
+@dataclass(frozen=True)
+class _RecoveringModelNode:
+    """Governs the state's messages for the model node; governs again after a refusal."""
+
+    node: Runnable[Any, Any]
+    governor: ContextGovernor
+
+    def update_for(self, state: Any, config: RunnableConfig) -> Any:
+        history = _state_messages(state)
+        return call_with_overflow_recovery(
+            lambda overflows: govern_in_run(self.governor, history, config, overflows=overflows),
+            lambda result: self.node.invoke(_with_llm_input(state, result.messages), config),
+            retries=self.governor.overflow_retries,
+            mark=_with_overflows_in_update,
+        )
+
+    async def aupdate_for(self, state: Any, config: RunnableConfig) -> Any:
+        history = _state_messages(state)
+        return await acall_with_overflow_recovery(
+            lambda overflows: agovern_in_run(self.governor, history, config, overflows=overflows),
+            lambda result: self.node.ainvoke(_with_llm_input(state, result.messages), config),
+            retries=self.governor.overflow_retries,
+            mark=_with_overflows_in_update,
+        )
+
+
+def with_overflow_recovery(
+    model_node: Runnable[Any, Any] | Callable[..., Any], governor: ContextGovernor
+) -> Runnable[Any, Any]:
+    """A model node that is given the governed request, and retries after a refusal for length.
+
+    `model_node` is the graph's own model node: it reads `state["llm_input_messages"]`
+    (as with the `llm_input` pre-model node) and returns its update, the model's reply
+    under `"messages"`. The wrapper governs `state["messages"]` into
+    `llm_input_messages` before each call, so a separate pre-model node is not needed
+    (one may stay: it gives the same request). Where the model refuses the request for
+    its length (`langchain_core.exceptions.ContextOverflowError`, or a client error in a
+    provider's words), the history is governed again with the size the provider stated
+    and the node runs again, `governor.overflow_retries` times at most; the reply of the
+    retry carries the refusal in its metadata, so later calls replay it. A refusal past
+    the retries is raised with a note saying what was tried.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> from langchain_context_governance.testing import ScriptedChatModel
+        >>> model = ScriptedChatModel([AIMessage("done")], max_input_tokens=8_000)
+        >>> def call_model(state):
+        ...     return {"messages": [model.invoke(state["llm_input_messages"])]}
+        >>> node = with_overflow_recovery(call_model, ContextGovernor.from_model(model))
+        >>> node.invoke({"messages": [HumanMessage("hi")]})["messages"][0].content
+        'done'
+    """
+    recovering = _RecoveringModelNode(coerce_to_runnable(model_node), governor)
+    return RunnableLambda(recovering.update_for, afunc=recovering.aupdate_for, name="call_model")
+
+
+def _with_llm_input(state: Any, governed: list[BaseMessage]) -> Any:
+    """The state the model node reads, with the governed request under `llm_input_messages`."""
+    if isinstance(state, Mapping):
+        return {**state, LLM_INPUT_MESSAGES_KEY: governed}
+    return state.model_copy(update={LLM_INPUT_MESSAGES_KEY: governed})
+
+
+def _with_overflows_in_update(update: Any, overflows: Sequence[Overflow]) -> Any:
+    """The node's update with its replies marked with the refusals that preceded them."""
+    if not isinstance(update, Mapping) or _MESSAGES_KEY not in update:
+        return update
+    messages = update[_MESSAGES_KEY]
+    if isinstance(messages, AIMessage):
+        return {**update, _MESSAGES_KEY: with_overflows(messages, overflows)}
+    if isinstance(messages, list):
+        marked = [
+            with_overflows(message, overflows) if isinstance(message, AIMessage) else message
+            for message in messages
+        ]
+        return {**update, _MESSAGES_KEY: marked}
+    return update

@@ -5,16 +5,22 @@ Needs the `agents` extra (`pip install "langchain-context-governance[agents]"`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
-from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
 
 from langchain_context_governance.governor import ContextGovernor, GovernanceResult
 from langchain_context_governance.model_settings import model_label
+from langchain_context_governance.overflow import (
+    acall_with_overflow_recovery,
+    call_with_overflow_recovery,
+)
+from langchain_context_governance.tokens.calibration import Overflow, with_overflows
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run
 
 try:
@@ -151,17 +157,29 @@ class ContextGovernanceMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelCallResult[Any]:
+        """Call the model on the governed request; after a refusal for length, govern
+        again to fit and retry (`overflow_retries` times, see overflow.py)."""
         governor, sent = self._governor_and_messages(request)
-        return handler(_with_messages(request, govern_in_run(governor, sent), sent))
+        return call_with_overflow_recovery(
+            lambda overflows: govern_in_run(governor, sent, overflows=overflows),
+            lambda result: handler(_with_messages(request, result, sent)),
+            retries=governor.overflow_retries,
+            mark=_with_overflows_marked,
+        )
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelCallResult[Any]:
+        """`wrap_model_call` for async agents."""
         governor, sent = self._governor_and_messages(request)
-        result = await agovern_in_run(governor, sent)
-        return await handler(_with_messages(request, result, sent))
+        return await acall_with_overflow_recovery(
+            lambda overflows: agovern_in_run(governor, sent, overflows=overflows),
+            lambda result: handler(_with_messages(request, result, sent)),
+            retries=governor.overflow_retries,
+            mark=_with_overflows_marked,
+        )
 
     def _governor_and_messages(
         self, request: ModelRequest[Any]
@@ -184,6 +202,28 @@ def _with_messages(
     return request.override(
         system_message=governed_system, messages=cast("list[AnyMessage]", messages)
     )
+
+
+def _with_overflows_marked(
+    response: ModelResponse[Any], overflows: Sequence[Overflow]
+) -> ModelResponse[Any]:
+    """The response with its reply marked with the refusals that preceded it."""
+    if isinstance(response, AIMessage):
+        return cast("ModelResponse[Any]", with_overflows(response, overflows))
+    if isinstance(response, ModelResponse):
+        marked = [
+            with_overflows(message, overflows) if isinstance(message, AIMessage) else message
+            for message in response.result
+        ]
+        return dataclasses.replace(response, result=marked)
+    inner = getattr(response, "model_response", None)
+    if isinstance(inner, ModelResponse) and dataclasses.is_dataclass(response):
+        # An inner middleware's ExtendedModelResponse (a response and a state command).
+        return cast(
+            "ModelResponse[Any]",
+            dataclasses.replace(response, model_response=_with_overflows_marked(inner, overflows)),
+        )
+    return response
 
 
 def _split_system_message(

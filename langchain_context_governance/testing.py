@@ -61,8 +61,18 @@ class ProviderRejectedRequest(ValueError):
         )
 
 
-class ContextLengthExceeded(ValueError):
-    """The request is larger than the model's context window (OpenAI's context_length_exceeded)."""
+def _context_overflow_base() -> type[Exception]:
+    import langchain_core.exceptions
+
+    found = getattr(langchain_core.exceptions, "ContextOverflowError", None)
+    return found if isinstance(found, type) and issubclass(found, Exception) else ValueError
+
+
+class ContextLengthExceeded(_context_overflow_base(), ValueError):  # type: ignore[misc]
+    """The request is larger than the model's context window (OpenAI's context_length_exceeded).
+
+    A `langchain_core.exceptions.ContextOverflowError`, as langchain-openai raises.
+    """
 
     def __init__(self, *, max_input_tokens: int, request_tokens: int) -> None:
         self.max_input_tokens = max_input_tokens
@@ -91,6 +101,12 @@ class ScriptedChatModel(BaseChatModel):
     with `count_tokens_approximately`, which `get_num_tokens_from_messages` also uses, so a
     governor sized with `ContextGovernor.from_model` counts exactly as the model does.
 
+    A provider whose tokenizer differs from that estimate is scripted with
+    `input_token_scale` and `input_tokens_per_message` (`input_tokens` is then its own
+    count, checked against the window while `get_num_tokens_from_messages` stays the
+    estimate); `report_usage=True` puts that count in each reply's `usage_metadata`, as
+    the real clients do.
+
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
         >>> model = ScriptedChatModel([AIMessage("Paris.")], max_input_tokens=1000)
@@ -116,6 +132,12 @@ class ScriptedChatModel(BaseChatModel):
     """A copy of every request received, rejected ones included, in order."""
     bound_tools: list[dict[str, Any]] = Field(default_factory=list)
     """The tools of the latest `bind_tools` call, in OpenAI format."""
+    input_token_scale: float = 1.0
+    """The provider's own tokenizer counts this many times the approximate estimate..."""
+    input_tokens_per_message: int = 0
+    """...plus this many tokens a message."""
+    report_usage: bool = False
+    """Replies carry `usage_metadata` with the provider's count of their request."""
 
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _replies_given: int = PrivateAttr(default=0)
@@ -132,6 +154,13 @@ class ScriptedChatModel(BaseChatModel):
             known = ", ".join(repr(name) for name in PROVIDERS)
             raise ValueError(f"provider must be one of {known}; got {provider!r}")
         return provider
+
+    @field_validator("input_token_scale")
+    @classmethod
+    def _positive_scale(cls, scale: float) -> float:
+        if scale <= 0:
+            raise ValueError(f"input_token_scale must be positive; got {scale}")
+        return scale
 
     @field_validator("max_input_tokens", "max_output_tokens")
     @classmethod
@@ -188,6 +217,14 @@ class ScriptedChatModel(BaseChatModel):
         )
         return count_tokens_approximately(messages, tools=formatted)
 
+    def input_tokens(
+        self, messages: Sequence[BaseMessage], tools: Sequence[Any] | None = None
+    ) -> int:
+        """The provider's own count of a request: what the window check and usage use."""
+        estimate = self.get_num_tokens_from_messages(list(messages), tools)
+        scaled = math.ceil(estimate * self.input_token_scale)
+        return scaled + self.input_tokens_per_message * len(messages)
+
     def _generate(
         self,
         messages: list[BaseMessage],
@@ -214,7 +251,16 @@ class ScriptedChatModel(BaseChatModel):
             self.requests.append(request)
         self._reject_if_illegal(request)
         self._reject_if_too_long(request, tools)
-        return self._next_reply(request)
+        reply = self._next_reply(request)
+        if self.report_usage:
+            input_tokens = self.input_tokens(request, tools)
+            usage = {
+                "input_tokens": input_tokens,
+                "output_tokens": 1,
+                "total_tokens": input_tokens + 1,
+            }
+            reply = reply.model_copy(update={"usage_metadata": usage})
+        return reply
 
     def _reject_if_illegal(self, request: list[BaseMessage]) -> None:
         if not self.check_requests:
@@ -226,7 +272,7 @@ class ScriptedChatModel(BaseChatModel):
     def _reject_if_too_long(self, request: list[BaseMessage], tools: list[Any] | None) -> None:
         if self.max_input_tokens is None:
             return
-        tokens = count_tokens_approximately(request, tools=tools)
+        tokens = self.input_tokens(request, tools)
         if tokens > self.max_input_tokens:
             raise ContextLengthExceeded(
                 max_input_tokens=self.max_input_tokens, request_tokens=tokens

@@ -9,6 +9,7 @@ pass, the unchanged prefix.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
@@ -27,18 +28,21 @@ if TYPE_CHECKING:
         GovernanceResult,
         GovernorInput,
     )
+    from langchain_context_governance.tokens.calibration import Overflow
 
 __all__ = ["agovern_in_run", "govern_in_run", "report_as_dict"]
 
 
 def report_as_dict(report: GovernanceReport) -> dict[str, Any]:
-    """The report as plain JSON data (tuples as lists), `within_budget` included.
+    """The report as plain JSON data (tuples as lists), `within_budget` and
+    `corrected_tokens_after` included.
 
     Built field by field rather than with `dataclasses.asdict`, whose recursive copy costs
     more than the governance run itself on a report naming hundreds of messages.
     """
     data = {field.name: _plain(getattr(report, field.name)) for field in dataclasses.fields(report)}
     data["within_budget"] = report.within_budget
+    data["corrected_tokens_after"] = report.corrected_tokens_after
     return data
 
 
@@ -55,7 +59,11 @@ def _run_outputs(result: GovernanceResult) -> dict[str, Any]:
 
 
 def govern_in_run(
-    governor: ContextGovernor, messages: GovernorInput, config: RunnableConfig | None = None
+    governor: ContextGovernor,
+    messages: GovernorInput,
+    config: RunnableConfig | None = None,
+    *,
+    overflows: Sequence[Overflow] = (),
 ) -> GovernanceResult:
     """`governor.govern(messages)` as a chain run named after the governor.
 
@@ -71,7 +79,7 @@ def govern_in_run(
         run_id=config.pop("run_id", None),
     )
     try:
-        result = governor.govern(messages, thread_id=thread_id_of(config))
+        result = governor.govern(messages, thread_id=thread_id_of(config), overflows=overflows)
     except BaseException as error:
         run_manager.on_chain_error(error)
         raise
@@ -80,7 +88,11 @@ def govern_in_run(
 
 
 async def agovern_in_run(
-    governor: ContextGovernor, messages: GovernorInput, config: RunnableConfig | None = None
+    governor: ContextGovernor,
+    messages: GovernorInput,
+    config: RunnableConfig | None = None,
+    *,
+    overflows: Sequence[Overflow] = (),
 ) -> GovernanceResult:
     """`govern_in_run` for async callers: async callback handlers are awaited."""
     config = ensure_config(config)
@@ -91,7 +103,9 @@ async def agovern_in_run(
         run_id=config.pop("run_id", None),
     )
     try:
-        result = await governor.agovern(messages, thread_id=thread_id_of(config))
+        result = await governor.agovern(
+            messages, thread_id=thread_id_of(config), overflows=overflows
+        )
     except BaseException as error:
         await run_manager.on_chain_error(error)
         raise

@@ -21,6 +21,7 @@ so ``dump_transcript(t.messages, format=t.format, request=t.request)`` reads bac
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -44,14 +45,16 @@ from langchain_context_governance.anthropic_messages import (
     AnthropicFormatError,
     anthropic_body,
     looks_like_anthropic,
-    messages_from_anthropic,
+    read_anthropic_body,
 )
 
 __all__ = [
+    "OPENAI_MESSAGE_KEYS",
     "TRANSCRIPT_FORMATS",
     "Transcript",
     "TranscriptError",
     "TranscriptFormat",
+    "decode_transcript",
     "dump_transcript",
     "load_transcript",
     "parse_transcript",
@@ -96,21 +99,52 @@ _OPENAI_PART_PAYLOADS: dict[str, type] = {
 
 _REQUEST_FORMATS = ("openai-request", "anthropic-request")
 
+# json.dumps joins a valid pair into one character, so a surrogate left is a lone one.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
 # Written first, in this order, so a transcript reads top-down like a conversation.
 _OPENAI_KEY_ORDER = ("role", "name", "content", "tool_calls", "tool_call_id", "status")
+
+_OPENAI_TEXT_ROLE_KEYS = frozenset({"role", "content", "name"})
+OPENAI_MESSAGE_KEYS: dict[str, frozenset[str]] = {
+    "system": _OPENAI_TEXT_ROLE_KEYS,
+    "developer": _OPENAI_TEXT_ROLE_KEYS,
+    "user": _OPENAI_TEXT_ROLE_KEYS,
+    "assistant": _OPENAI_TEXT_ROLE_KEYS | {"tool_calls", "function_call", "audio"},
+    "tool": frozenset({"role", "content", "tool_call_id"}),
+}
+"""The keys a Chat Completions message of each role may have: those ChatOpenAI writes
+(langchain-openai's `_convert_message_to_dict`); a tool message has no name."""
+
+# Content parts ChatOpenAI leaves out of a Chat Completions request (another provider's
+# tool uses and reasoning; `_format_message_content`).
+_UNSENT_OPENAI_PART_TYPES = frozenset(
+    {"tool_use", "thinking", "reasoning_content", "function_call", "code_interpreter_call"}
+)
 
 
 @dataclass(frozen=True)
 class Transcript:
     """Messages read from a transcript, with the format they were read in.
 
-    ``request`` holds the other keys of an ``openai-request`` body (``model``, ``tools``,
-    ...) and is empty for the other formats.
+    ``request`` holds the other keys of a request body (``model``, ``tools``, ...) and is
+    empty for the other formats.
     """
 
     messages: list[BaseMessage]
     format: TranscriptFormat
     request: dict[str, Any] = field(default_factory=dict)
+    # The file's own number of each message where it differs from the list index.
+    numbers: tuple[int | None, ...] = ()
+
+    def number_of(self, index: int) -> int | None:
+        """The number the file gives message `index`: its index, but in an Anthropic body
+        the body's turn (a user turn's results and text share one), None for `system`.
+
+        >>> Transcript([], "openai-json").number_of(3)
+        3
+        """
+        return self.numbers[index] if self.numbers else index
 
 
 class TranscriptError(ValueError):
@@ -141,12 +175,22 @@ def load_transcript(path: str | Path) -> Transcript:
     """
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise TranscriptError(source, f"is not UTF-8 text (byte {error.start})") from error
+        data = Path(path).read_bytes()
     except OSError as error:
         raise TranscriptError(source, f"cannot be read: {error.strerror or error}") from error
-    return parse_transcript(text, source=source)
+    return parse_transcript(decode_transcript(data, source=source), source=source)
+
+
+def decode_transcript(data: bytes, *, source: str) -> str:
+    """UTF-8 text (a byte order mark is dropped), or a TranscriptError naming the byte.
+
+    >>> decode_transcript(b"\\xef\\xbb\\xbf[]", source="chat.json")
+    '[]'
+    """
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise TranscriptError(source, f"is not UTF-8 text (byte {error.start})") from error
 
 
 def parse_transcript(text: str, *, source: str = "<input>") -> Transcript:
@@ -237,17 +281,17 @@ def _transcript_from_document(document: Any, source: str) -> Transcript:
 
 def _anthropic_transcript(document: dict[str, Any], source: str) -> Transcript:
     try:
-        messages, request = messages_from_anthropic(document)
+        body = read_anthropic_body(document)
     except AnthropicFormatError as error:
         raise TranscriptError(source, str(error), index=error.index) from error
-    if not any(not isinstance(message, SystemMessage) for message in messages):
+    if not any(not isinstance(message, SystemMessage) for message in body.messages):
         raise TranscriptError(source, "the transcript has no messages")
-    for index, message in enumerate(messages):
+    for message, turn in zip(body.messages, body.turns, strict=True):
         try:
             _check_message(message)
         except _MessageProblem as problem:
-            raise TranscriptError(source, str(problem), index=index) from problem
-    return Transcript(messages, "anthropic-request", request)
+            raise TranscriptError(source, str(problem), index=turn) from problem
+    return Transcript(body.messages, "anthropic-request", body.rest, tuple(body.turns))
 
 
 def _looks_like_langchain(records: list[Any]) -> bool:
@@ -404,11 +448,13 @@ def dump_transcript(
     """Write messages as the text of a transcript file in ``format``.
 
     ``request`` is the rest of an ``openai-request`` or ``anthropic-request`` body; it is
-    refused for the other formats rather than silently dropped. OpenAI formats carry what
-    the chat API can: roles, names, string or list content, tool calls and tool_call_id. A failed
-    tool result also gets ``"status": "error"``, a key the chat API does not define
-    but that keeps the outcome visible; artifacts and metadata are only kept by
-    the ``langchain`` format.
+    refused for the other formats rather than silently dropped. An ``openai-request``
+    body holds each message as ChatOpenAI sends it to the Chat Completions API: only the
+    keys the API defines for its role (`OPENAI_MESSAGE_KEYS`: a tool message has no
+    name), without the content parts ChatOpenAI leaves out (thinking, another provider's
+    tool uses). The message arrays (``openai-json``, ``openai-jsonl``) are transcripts:
+    they also keep a tool result's name and, for a failed one, ``"status": "error"``.
+    Artifacts and metadata are only kept by the ``langchain`` format.
 
     >>> from langchain_core.messages import HumanMessage
     >>> print(dump_transcript([HumanMessage("hi")], format="openai-jsonl"), end="")
@@ -427,15 +473,67 @@ def dump_transcript(
         return _json_document(messages_to_dict(list(messages)))
     if format == "anthropic-request":
         return _json_document(anthropic_body(messages, request or {}))
+    if format == "openai-request":
+        records = [
+            _openai_request_message(index, message) for index, message in enumerate(messages)
+        ]
+        return _json_document({**(request or {}), "messages": records})
     records = [_openai_record(index, message) for index, message in enumerate(messages)]
     if format == "openai-jsonl":
-        return "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
-    if format == "openai-request":
-        return _json_document({**(request or {}), "messages": records})
+        return "".join(_json_text(record) + "\n" for record in records)
     return _json_document(records)
 
 
 def _openai_record(index: int, message: BaseMessage) -> dict[str, Any]:
+    """A transcript's message: the Chat Completions shape, a tool result's name and status."""
+    record = _chat_completions_message(index, message)
+    if isinstance(message, ToolMessage) and message.status == "error":
+        record["status"] = "error"
+    return _ordered(record)
+
+
+def _openai_request_message(index: int, message: BaseMessage) -> dict[str, Any]:
+    """A request body's message as ChatOpenAI sends it: the keys its role has, no more."""
+    record = _chat_completions_message(index, message)
+    if isinstance(record.get("content"), list):
+        record["content"] = [
+            _sent_part(part, record["role"])
+            for part in record["content"]
+            if _part_type(part) not in _UNSENT_OPENAI_PART_TYPES
+        ]
+    if isinstance(message, AIMessage):
+        _add_legacy_call_and_audio(record, message)
+        if (record.get("tool_calls") or record.get("function_call")) and not record["content"]:
+            record["content"] = None
+    allowed = OPENAI_MESSAGE_KEYS[record["role"]]
+    return _ordered({key: value for key, value in record.items() if key in allowed})
+
+
+def _sent_part(part: Any, role: str) -> Any:
+    """A tool result's text part with only the keys ChatOpenAI keeps of it."""
+    if role != "tool" or _part_type(part) != "text" or "text" not in part:
+        return part
+    return {key: part[key] for key in ("type", "text", "prompt_cache_breakpoint") if key in part}
+
+
+def _add_legacy_call_and_audio(record: dict[str, Any], message: AIMessage) -> None:
+    """What ChatOpenAI sends beside the content: a legacy `function_call` where there are
+    no tool calls, and the id of an audio answer (the API takes only the id back)."""
+    if not record.get("tool_calls") and "function_call" in message.additional_kwargs:
+        record["function_call"] = message.additional_kwargs["function_call"]
+    audio_ids = [
+        part["id"]
+        for part in (message.content if isinstance(message.content, list) else [])
+        if isinstance(part, dict) and part.get("type") == "audio" and part.get("id")
+    ]
+    raw_audio = message.additional_kwargs.get("audio")
+    if audio_ids:
+        record["audio"] = {"id": audio_ids[-1]}
+    elif isinstance(raw_audio, dict):
+        record["audio"] = {"id": raw_audio["id"]} if "id" in raw_audio else raw_audio
+
+
+def _chat_completions_message(index: int, message: BaseMessage) -> dict[str, Any]:
     # "block" keeps list content a list, "string" keeps string content a string.
     text_format: Literal["string", "block"] = (
         "block" if isinstance(message.content, list) else "string"
@@ -461,9 +559,11 @@ def _openai_record(index: int, message: BaseMessage) -> dict[str, Any]:
     if record.get("tool_calls") and record.get("content") == "":
         # OpenAI's own form of "no text, only calls".
         record["content"] = None
-    if isinstance(message, ToolMessage) and message.status == "error":
-        record["status"] = "error"
-    return _ordered(record)
+    return record
+
+
+def _part_type(part: Any) -> Any:
+    return part.get("type") if isinstance(part, dict) else None
 
 
 def _add_invalid_tool_calls(record: dict[str, Any], message: AIMessage) -> None:
@@ -482,7 +582,14 @@ def _ordered(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _json_document(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    return _json_text(value, indent=2) + "\n"
+
+
+def _json_text(value: Any, *, indent: int | None = None) -> str:
+    """JSON as UTF-8 can hold it: non-ASCII text as it is, a lone surrogate (a "\\ud800"
+    escape read from JSON; UTF-8 cannot encode it) escaped as it was read."""
+    text = json.dumps(value, indent=indent, ensure_ascii=False)
+    return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def sample_transcript_path() -> Path:

@@ -205,9 +205,9 @@ class GovernanceRuns:
         govern = ContextGovernor.govern
 
         def recording_govern(
-            governor: ContextGovernor, messages: Any, *, thread_id: str | None = None
+            governor: ContextGovernor, messages: Any, **settings: Any
         ) -> GovernanceResult:
-            governed = govern(governor, messages, thread_id=thread_id)
+            governed = govern(governor, messages, **settings)
             self.reports.append(governed.report)
             return governed
 

@@ -15,7 +15,15 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 settings.register_profile(
     "default",
@@ -199,3 +207,63 @@ def histories(draw: st.DrawFn, *, max_size: int = 12) -> list[BaseMessage]:
 
 
 budgets = st.integers(min_value=20, max_value=400)
+
+
+# Bad input a governor meets in the wild: lone surrogates (JSON's "\ud800" escape reads
+# into one; UTF-8 cannot encode it), content None (OpenAI's null content, set on a
+# message after it was made), and LangGraph's RemoveMessage, by id or REMOVE_ALL_MESSAGES.
+LONE_SURROGATES = ("\ud800", "\udfff", "\udc80")
+MISSING_ID = "no-such-message"
+
+
+def with_surrogate(text: str, surrogate: str) -> str:
+    return f"{text}{surrogate}"
+
+
+@st.composite
+def surrogate_messages(draw: st.DrawFn, tag: str) -> list[BaseMessage]:
+    """A call and its result whose id, name or text holds a lone surrogate."""
+    surrogate = draw(st.sampled_from(LONE_SURROGATES))
+    where = draw(st.sampled_from(("id", "name", "text", "result text")))
+    call_id = with_surrogate("c", surrogate) if where == "id" else "c1"
+    name = with_surrogate("grep", surrogate) if where == "name" else "grep"
+    call = {"name": name, "args": {"q": "x"}, "id": call_id, "type": "tool_call"}
+    text = with_surrogate(f"{tag} {draw(texts)}", surrogate) if where == "text" else draw(texts)
+    result = with_surrogate("found", surrogate) if where == "result text" else "found"
+    return [
+        HumanMessage(text),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage(result, tool_call_id=call_id, name=name),
+    ]
+
+
+def without_content(message: BaseMessage) -> BaseMessage:
+    """`message` with content None, as an assignment after construction leaves it."""
+    emptied = message.model_copy()
+    emptied.content = None  # type: ignore[assignment]
+    return emptied
+
+
+@st.composite
+def bad_inputs(draw: st.DrawFn) -> list[BaseMessage]:
+    """A history (see `histories`) with bad input mixed in: messages holding lone
+    surrogates, messages whose content is None, and RemoveMessages naming an earlier
+    message, no message, or every earlier message."""
+    messages = [
+        message.model_copy(update={"id": f"m{position}"})
+        for position, message in enumerate(draw(histories(max_size=8)))
+    ]
+    for position in range(draw(st.integers(min_value=1, max_value=4))):
+        kind = draw(st.sampled_from(("surrogates", "no content", "remove")))
+        at = draw(st.integers(min_value=0, max_value=len(messages)))
+        if kind == "surrogates":
+            messages[at:at] = draw(surrogate_messages(f"s{position}"))
+        elif kind == "no content" and messages:
+            target = min(at, len(messages) - 1)
+            if not isinstance(messages[target], RemoveMessage):
+                messages[target] = without_content(messages[target])
+        elif kind == "remove":
+            earlier = [m.id for m in messages[:at] if m.id and not isinstance(m, RemoveMessage)]
+            choices = [*earlier, MISSING_ID, REMOVE_ALL_MESSAGES]
+            messages.insert(at, RemoveMessage(id=draw(st.sampled_from(choices))))
+    return messages

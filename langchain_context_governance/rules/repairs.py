@@ -81,7 +81,8 @@ def stable_tool_call_id(key: str) -> str:
         >>> len(stable_tool_call_id("toolu.01"))
         9
     """
-    digest = hashlib.sha256(key.encode("utf-8")).digest()
+    # surrogatepass: an id read from JSON can hold a lone surrogate, which UTF-8 refuses.
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
     number = int.from_bytes(digest[:8], "big") % len(_ID_ALPHABET) ** _ID_LENGTH
     characters = []
     for _ in range(_ID_LENGTH):

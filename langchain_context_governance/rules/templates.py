@@ -4,11 +4,17 @@ Open-weight models served by vLLM, llama.cpp, Ollama, LM Studio or TGI turn the 
 into a prompt with the model's Jinja chat template, and a template that does not like
 the conversation raises (Llama 3.1: "This model only supports single tool-calls at
 once!"; Qwen3.5: "System message must be at the beginning."). Rendering here follows
-transformers' `apply_chat_template`: a sandboxed environment with `trim_blocks` and
-`lstrip_blocks`, the loop controls extension, `raise_exception`, `tojson` and
-`strftime_now`, OpenAI-style message dicts with tool calls in the function format (their
-arguments parsed, as vLLM passes them), `tools`, `add_generation_prompt=True`, and bos/eos
-tokens.
+transformers' `apply_chat_template` (`rules/_bounded_jinja.py`): a sandboxed environment
+with `trim_blocks` and `lstrip_blocks`, the loop controls extension, the `{% generation %}`
+tag, `raise_exception`, `tojson` and `strftime_now`, OpenAI-style message dicts with tool
+calls in the function format (their arguments parsed, as vLLM passes them), `tools` (the
+request's, or stand-ins: tool-use templates such as Hermes 3's render nothing without
+them), `add_generation_prompt=True`, bos/eos tokens, and the `functions` and `datetime`
+variables llama.cpp adds for FireFunction v2.
+
+A template is code from a model repository: one render may take at most
+`RENDER_TIME_LIMIT_SECONDS` and produce at most `RENDER_SIZE_LIMIT_CHARACTERS`, else
+`ChatTemplateLimitExceeded` (a ValueError naming the limit) is raised.
 
 `rules_for_chat_template` probes a template once with small canonical conversations, each
 showing one shape, and names the rules whose repairs make the shapes it rejects render.
@@ -32,13 +38,21 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.messages.tool import invalid_tool_call
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from langchain_context_governance.rules.table import Violation
 
 if TYPE_CHECKING:
     from jinja2 import Template
 
-__all__ = ["chat_template_violation", "render_chat_template", "rules_for_chat_template"]
+__all__ = [
+    "RENDER_SIZE_LIMIT_CHARACTERS",
+    "RENDER_TIME_LIMIT_SECONDS",
+    "ChatTemplateLimitExceeded",
+    "chat_template_violation",
+    "render_chat_template",
+    "rules_for_chat_template",
+]
 
 _MISSING_JINJA = (
     "chat templates need jinja2; install it with "
@@ -49,46 +63,30 @@ _SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>"
 # Ids every template accepts (Mistral's want exactly 9 letters or digits).
 _ID_1, _ID_2 = "aB3dE5gH1", "Zy9xW7vU2"
 
+RENDER_TIME_LIMIT_SECONDS = 2.0
+"""How long one render of a chat template may take; a vendor template takes milliseconds."""
+RENDER_SIZE_LIMIT_CHARACTERS = 1_000_000
+"""How many characters one render may produce (and how large a value it may make)."""
 
-def _raise_exception(message: str) -> None:
-    from jinja2.exceptions import TemplateError
-
-    raise TemplateError(message)
-
-
-def _tojson(
-    value: Any,
-    ensure_ascii: bool = False,
-    indent: int | None = None,
-    separators: tuple[str, str] | None = None,
-    sort_keys: bool = False,
-) -> str:
-    # transformers' own filter: unlike jinja2's, it does not escape HTML characters.
-    return json.dumps(
-        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
-    )
+# The tool the canonical conversations call, and what a request without tools renders
+# with: tool-use templates (Hermes 2 Pro, Hermes 3, Command R+) need a tool list.
+_STAND_IN_TOOL = "search"
 
 
-def _strftime_now(date_format: str) -> str:
-    return datetime.now().strftime(date_format)
+class ChatTemplateLimitExceeded(ValueError):
+    """One render of a chat template took too long or produced too much; names the limit."""
 
 
 @functools.lru_cache(maxsize=32)
 def _compile(chat_template: str) -> Template:
     try:
         import jinja2
-        from jinja2.ext import loopcontrols
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        from langchain_context_governance.rules._bounded_jinja import compile_chat_template
     except ImportError as error:
         raise ImportError(_MISSING_JINJA) from error
-    environment = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]
-    )
-    environment.filters["tojson"] = _tojson
-    environment.globals["raise_exception"] = _raise_exception
-    environment.globals["strftime_now"] = _strftime_now
     try:
-        return environment.from_string(chat_template)
+        return compile_chat_template(chat_template)
     except jinja2.TemplateSyntaxError as error:
         raise ValueError(
             f"chat_template cannot be read as a Jinja template: {error} (line {error.lineno})"
@@ -147,32 +145,53 @@ def _template_message(message: BaseMessage) -> dict[str, Any]:
     return {"role": role, "content": _text(message.content)}
 
 
-def _tool_definitions(messages: Sequence[BaseMessage]) -> list[dict[str, Any]] | None:
+def _stand_in_tool(name: str) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"The {name} tool.",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string", "description": "What to look for."}},
+                "required": ["query"],
+            },
+        },
+    }
+
+
+def _tool_definitions(
+    messages: Sequence[BaseMessage], tools: Sequence[Any] | None
+) -> list[dict[str, Any]]:
+    """The request's tools in the function format, else one stand-in per tool name called
+    (or one stand-in tool): a tool-use template renders nothing without tools."""
+    if tools:
+        definitions = []
+        for position, tool in enumerate(tools):
+            try:
+                definitions.append(convert_to_openai_tool(tool))
+            except (ValueError, TypeError, KeyError, AttributeError) as error:
+                raise ValueError(f"tools[{position}] is not a tool definition: {error}") from error
+        return definitions
     names = {
         call.get("name") or ""
         for message in messages
         if isinstance(message, AIMessage)
         for call in [*message.tool_calls, *message.invalid_tool_calls]
     }
-    if not names:
-        return None
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": name,
-                "description": f"The {name} tool.",
-                "parameters": {"type": "object", "properties": {}},
-            },
-        }
-        for name in sorted(names)
-    ]
+    return [_stand_in_tool(name) for name in sorted(names or {_STAND_IN_TOOL})]
 
 
-def render_chat_template(chat_template: str, messages: Sequence[BaseMessage]) -> str:
+def render_chat_template(
+    chat_template: str, messages: Sequence[BaseMessage], *, tools: Sequence[Any] | None = None
+) -> str:
     """The prompt `chat_template` makes of `messages`; raises the template's own error.
 
-    The tools passed are one definition per tool name the messages call.
+    `tools` are the request's tool definitions (any form LangChain's
+    `convert_to_openai_tool` reads); without them the template gets one stand-in
+    definition per tool name the messages call, or one stand-in tool. A render that
+    takes longer than `RENDER_TIME_LIMIT_SECONDS` or produces more than
+    `RENDER_SIZE_LIMIT_CHARACTERS` raises `ChatTemplateLimitExceeded` (a ValueError).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -180,28 +199,52 @@ def render_chat_template(chat_template: str, messages: Sequence[BaseMessage]) ->
         >>> render_chat_template(template, [HumanMessage("hi")])
         '[user] hi\\n'
     """
-    return _compile(chat_template).render(
-        messages=[_template_message(message) for message in messages],
-        tools=_tool_definitions(messages),
-        add_generation_prompt=True,
+    from langchain_context_governance.rules._bounded_jinja import render_within_limits
+
+    definitions = _tool_definitions(messages, tools)
+    context = {
+        "messages": [_template_message(message) for message in messages],
+        "tools": definitions,
+        "add_generation_prompt": True,
         **_SPECIAL_TOKENS,
+        **_llama_cpp_extras(definitions),
+    }
+    return render_within_limits(
+        _compile(chat_template),
+        context,
+        seconds=RENDER_TIME_LIMIT_SECONDS,
+        characters=RENDER_SIZE_LIMIT_CHARACTERS,
     )
 
 
-def _render_error(chat_template: str, messages: Sequence[BaseMessage]) -> str | None:
+def _llama_cpp_extras(tools: list[dict[str, Any]]) -> dict[str, str]:
+    """What llama.cpp passes beside the standard variables (common/chat.cpp, FireFunction
+    v2's handler): the tools as indented JSON text, and the date."""
+    return {
+        "functions": json.dumps(tools, indent=2),
+        "datetime": datetime.now().strftime("%b %d %Y %H:%M:%S GMT"),
+    }
+
+
+def _render_error(
+    chat_template: str, messages: Sequence[BaseMessage], tools: Sequence[Any] | None = None
+) -> str | None:
     _compile(chat_template)  # not Jinja, or no jinja2: a setting error, raised as such
     try:
-        render_chat_template(chat_template, messages)
+        render_chat_template(chat_template, messages, tools=tools)
+    except ChatTemplateLimitExceeded:
+        raise  # the template's cost, not the request's shape
     except Exception as error:  # the template's own error, whatever its type
         return f"{type(error).__name__}: {error}"
     return None
 
 
 def chat_template_violation(
-    chat_template: str, messages: Sequence[BaseMessage]
+    chat_template: str, messages: Sequence[BaseMessage], *, tools: Sequence[Any] | None = None
 ) -> Violation | None:
-    """The template's error for `messages` as a violation, or None when it renders."""
-    error = _render_error(chat_template, messages)
+    """The template's error for `messages` (sent with `tools`) as a violation, or None when
+    it renders. A render past the limits raises `ChatTemplateLimitExceeded`."""
+    error = _render_error(chat_template, messages, tools)
     if error is None:
         return None
     return Violation(-1, "chat-template", f"The chat template rejects the request: {error}")
@@ -327,7 +370,8 @@ def rules_for_chat_template(chat_template: str) -> tuple[str, ...]:
     where the template rejects it, the rules for its shape are added and it must then
     render. Cached by template text: a template is probed once per process. Raises
     ValueError when the template is not Jinja, when it rejects even a plain
-    conversation, or when a shape still fails after its repairs.
+    conversation, when a shape still fails after its repairs, or when one render takes
+    longer or produces more than the render limits (`ChatTemplateLimitExceeded`).
 
     Example:
         >>> gemma_like = (
@@ -338,32 +382,36 @@ def rules_for_chat_template(chat_template: str) -> tuple[str, ...]:
         >>> rules_for_chat_template(gemma_like)
         ('no-system-role',)
     """
-    from langchain_context_governance.rules.apply import (
-        apply_provider_rules_with_count,
-    )
-
     rules: list[str] = []
     for shape in _SHAPES:
-        messages = list(shape.messages)
-        governed, _ = apply_provider_rules_with_count(
-            messages, provider="openai", extra_rules=rules
-        )
-        error = _render_error(chat_template, governed)
-        if error is None:
-            continue
-        if shape.turns_on is None:
-            raise ValueError(
-                f"chat_template fails to render even a canonical legal conversation "
-                f"({shape.name}): {error}"
-            )
-        rules.extend(name for name in shape.turns_on if name not in rules)
-        governed, _ = apply_provider_rules_with_count(
-            messages, provider="openai", extra_rules=rules
-        )
-        error = _render_error(chat_template, governed)
-        if error is not None:
-            raise ValueError(
-                f"chat_template rejects {shape.name} even after the repairs "
-                f"{', '.join(shape.turns_on) or 'every profile runs'}: {error}"
-            )
+        try:
+            _probe_shape(chat_template, shape, rules)
+        except ChatTemplateLimitExceeded as error:
+            raise ChatTemplateLimitExceeded(
+                f"chat_template, rendering {shape.name}: {error}"
+            ) from error
     return tuple(rules)
+
+
+def _probe_shape(chat_template: str, shape: _Shape, rules: list[str]) -> None:
+    """Render `shape` after the repairs of `rules`; add its rules to `rules` where needed."""
+    from langchain_context_governance.rules.apply import apply_provider_rules_with_count
+
+    messages = list(shape.messages)
+    governed, _ = apply_provider_rules_with_count(messages, provider="openai", extra_rules=rules)
+    error = _render_error(chat_template, governed)
+    if error is None:
+        return
+    if shape.turns_on is None:
+        raise ValueError(
+            f"chat_template fails to render even a canonical legal conversation "
+            f"({shape.name}): {error}"
+        )
+    rules.extend(name for name in shape.turns_on if name not in rules)
+    governed, _ = apply_provider_rules_with_count(messages, provider="openai", extra_rules=rules)
+    error = _render_error(chat_template, governed)
+    if error is not None:
+        raise ValueError(
+            f"chat_template rejects {shape.name} even after the repairs "
+            f"{', '.join(shape.turns_on) or 'every profile runs'}: {error}"
+        )

@@ -8,6 +8,7 @@ can be traced to the error it prevents. This module runs their checks.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.messages.utils import MessageLikeRepresentation
 
@@ -22,6 +23,7 @@ def validate_messages(
     *,
     provider: str = "openai",
     chat_template: str | None = None,
+    tools: Sequence[Any] | None = None,
 ) -> list[Violation]:
     """Return every rule of `provider` that the request `messages` breaks, in message order.
 
@@ -31,8 +33,10 @@ def validate_messages(
     needs the `templates` extra), the rules the template needs (what
     `ContextGovernor(chat_template=...)` repairs) are checked too, and the request is
     rendered through the template: its own error, if any, is rule "chat-template" at
-    index -1. A template that is not Jinja, or rejects even a plain conversation, is a
-    ValueError.
+    index -1; `tools` are the request's tool definitions it renders with (stand-ins
+    otherwise). A template that is not Jinja, rejects even a plain conversation, or takes
+    longer or renders more than a render may (`rules.templates.RENDER_TIME_LIMIT_SECONDS`,
+    `RENDER_SIZE_LIMIT_CHARACTERS`), is a ValueError.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -53,7 +57,7 @@ def validate_messages(
         )
 
         template_rules = rules_for_chat_template(chat_template)
-        violation = chat_template_violation(chat_template, request)
+        violation = chat_template_violation(chat_template, request, tools=tools)
         template_violations = [] if violation is None else [violation]
     rules = rules_named(provider, template_rules)
     empty = [

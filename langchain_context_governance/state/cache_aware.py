@@ -70,6 +70,14 @@ from langchain_context_governance.passes.snip import (
     is_task_candidate,
     pinned_task_copy,
 )
+from langchain_context_governance.tokens.calibration import (
+    UNCALIBRATED,
+    Calibration,
+    Overflow,
+    SharedCalibration,
+    overflows_of,
+    reported_input_tokens,
+)
 from langchain_context_governance.tokens.counter import (
     MessageTokenCounter,
     TokenCounterSpec,
@@ -181,6 +189,8 @@ class _Decisions:
     kept_tokens: int = 0
     kept_messages: int = 0
     pinned_kept: bool = False
+    # Learned from the sizes the provider reported for the replies so far.
+    calibration: Calibration = UNCALIBRATED
 
     def keep(self, group: _KeptGroup) -> None:
         self.kept_groups = (*self.kept_groups, group)
@@ -219,6 +229,8 @@ class CompactionPlan:
     # For each message of the request, the history positions it was made from (several
     # for user turns joined at the front, none for the note).
     origins: tuple[tuple[int, ...], ...] = ()
+    # The factor the thresholds were compared with (`tokens_after` is uncorrected).
+    calibration: Calibration = UNCALIBRATED
 
 
 # Joined user turns kept between calls: the front after a cut changes only at the next cut.
@@ -250,7 +262,9 @@ class CacheAwareReplay:
         min_chars: int = 500,
         compaction: ResultCompaction | None = None,
         pin_task: bool = True,
+        shared_calibration: SharedCalibration | None = None,
     ) -> None:
+        """`shared_calibration`: the model's default, used until the history reports a size."""
         validate_max_tokens(max_tokens)
         validate_watermarks(high_watermark=high_watermark, low_watermark=low_watermark)
         validate_microcompact_settings(keep_recent=keep_recent, min_chars=min_chars)
@@ -263,6 +277,7 @@ class CacheAwareReplay:
         self._compaction = compaction if compaction is not None else ResultCompaction()
         self._pin_task = pin_task
         self._max_tokens = max_tokens
+        self._shared_calibration = shared_calibration
         self._last_request: list[int] | None = None
         self._joined: dict[tuple[int, ...], tuple[BaseMessage, int, int]] = {}
         self.reset()
@@ -280,6 +295,7 @@ class CacheAwareReplay:
         fixed_tokens: int = 0,
         final: int | None = None,
         summary_for: Callable[[int], str | None] | None = None,
+        overflows: Sequence[Overflow] = (),
     ) -> CompactionPlan:
         """The request for a model call on `history` (the full, repaired history).
 
@@ -289,6 +305,7 @@ class CacheAwareReplay:
         `summary_for(cut)` (a summary of them, made once per cut by the caller, or None)
         goes into that note. The budget reserves room for the plain note only: a note
         with a summary that would take the request over the high watermark is left out.
+        `overflows`: the provider refused this call's request for its length (a retry).
         """
         if fixed_tokens != self._fixed:
             # The thresholds of every earlier call point depend on them.
@@ -302,7 +319,7 @@ class CacheAwareReplay:
         decisions = replace(self._decisions)
         for index in range(final, len(history)):
             self._add(history, index, decisions)
-        self._step(history, decisions, end=len(history))
+        self._call(history, decisions, end=len(history), overflows=overflows)
         cut = decisions.cut
         summary = summary_for(cut) if summary_for is not None and cut else None
         plan = self._build(history, decisions, summary=summary)
@@ -321,7 +338,8 @@ class CacheAwareReplay:
     def _add(self, history: Sequence[BaseMessage], index: int, decisions: _Decisions) -> None:
         message = history[index]
         if isinstance(message, AIMessage):
-            self._step(history, decisions, end=index)
+            self._call(history, decisions, end=index, overflows=overflows_of(message))
+            self._observe_reported_size(message, decisions)
             for call_id, name in iter_declared_tool_calls(message):
                 self._replay.tool_names.setdefault(call_id, name)
         tokens = self._counter.count_message(message)
@@ -426,13 +444,54 @@ class CacheAwareReplay:
             tokens += replay.tokens[users[latest]]
         return tokens
 
+    def _calibration(self, decisions: _Decisions) -> Calibration:
+        """The conversation's own calibration, or the model's default before its first."""
+        if decisions.calibration.observations or self._shared_calibration is None:
+            return decisions.calibration
+        return self._shared_calibration.value
+
+    def _corrected_total(self, decisions: _Decisions, *, note: bool = True) -> int:
+        """The request's tokens as the provider counts them: what thresholds compare."""
+        return self._calibration(decisions).corrected(self._total(decisions, note=note))
+
+    def _call(
+        self,
+        history: Sequence[BaseMessage],
+        decisions: _Decisions,
+        *,
+        end: int,
+        overflows: Sequence[Overflow] = (),
+    ) -> None:
+        """The decisions at one model call, and again after each refusal for length."""
+        self._step(history, decisions, end=end)
+        for overflow in overflows:
+            calibration = self._calibration(decisions)
+            decisions.calibration = calibration.observe_overflow(overflow, budget=self._max_tokens)
+            self._step(history, decisions, end=end)
+
+    def _observe_reported_size(self, message: AIMessage, decisions: _Decisions) -> None:
+        """Learn from the provider's count of the request that produced `message`.
+
+        Skipped where the estimate is over the budget: the last resort then shortened
+        the request, so the estimate is not of what was sent.
+        """
+        reported = reported_input_tokens(message)
+        if reported is None:
+            return
+        estimate = self._total(decisions)
+        if self._calibration(decisions).corrected(estimate) > self._max_tokens:
+            return
+        decisions.calibration = decisions.calibration.observe(estimate=estimate, reported=reported)
+        if decisions is self._decisions and self._shared_calibration is not None:
+            self._shared_calibration.observe(estimate=estimate, reported=reported)
+
     def _step(self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int) -> None:
         """The decisions at one model call on the first `end` messages."""
         high, low = self._watermarks(history, decisions, end=end)
-        if self._total(decisions) <= high:
+        if self._corrected_total(decisions) <= high:
             return
         self._compact_oldest(history, decisions, end=end, low=low)
-        if self._total(decisions) > high:
+        if self._corrected_total(decisions) > high:
             self._cut_groups(history, decisions, end=end, low=low)
 
     def _compaction_limit(self, end: int) -> int:
@@ -444,7 +503,7 @@ class CacheAwareReplay:
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int, low: int
     ) -> None:
         limit = self._compaction_limit(end)
-        while decisions.compacted_count < limit and self._total(decisions) > low:
+        while decisions.compacted_count < limit and self._corrected_total(decisions) > low:
             index = self._replay.compactable[decisions.compacted_count]
             decisions.compacted_count += 1
             saved = self._replay.tokens[index] - self._compacted_tokens(history, index)
@@ -506,7 +565,7 @@ class CacheAwareReplay:
         request over budget.
         """
         newest = group_start(history, end)
-        while decisions.cut < newest and self._total(decisions) > low:
+        while decisions.cut < newest and self._corrected_total(decisions) > low:
             start = decisions.cut
             stop = _group_end(history, start, end)
             cost = sum(
@@ -525,29 +584,32 @@ class CacheAwareReplay:
             decisions.cut = stop
             self._pin_for(history, decisions, end=end)
         high, _ = self._watermarks(history, decisions, end=end)
-        if decisions.kept_groups and self._total(decisions) > high:
+        if decisions.kept_groups and self._corrected_total(decisions) > high:
             # The kept groups take history over the high watermark: the oldest give way, in
             # one step, so that the next calls do not each move the cut by one group: down
             # to the low watermark, or to half the room the rest leaves under the high one;
             # where the rest alone is over it, only as far as the budget needs.
-            rest = self._total(decisions) - decisions.kept_tokens
+            rest = self._corrected_total(decisions) - decisions.kept_tokens
             target = self._max_tokens if rest >= high else max(low, (rest + high) // 2)
             # Earlier user messages give way before results of excluded tools (their
             # protection class is lower), each oldest first.
             for why in (KEPT_EARLIER_USER, KEPT_EXCLUDED_TOOL):
-                while self._total(decisions) > target:
+                while self._corrected_total(decisions) > target:
                     oldest = next((g for g in decisions.kept_groups if g.why == why), None)
                     if oldest is None:
                         break
                     decisions.give_up(oldest)
                     if oldest.start == decisions.pinned:
                         decisions.pinned_kept = False
-        if decisions.task_pinned and self._total(decisions, note=False) > self._max_tokens:
+        if (
+            decisions.task_pinned
+            and self._corrected_total(decisions, note=False) > self._max_tokens
+        ):
             # The task is left out where it is what keeps the request over budget (the
             # note too: it is left out of a request it does not fit).
             without_task = replace(decisions)
             self._pin_for(history, without_task, end=end, pin_task=False)
-            if self._total(without_task, note=False) <= self._max_tokens:
+            if self._corrected_total(without_task, note=False) <= self._max_tokens:
                 decisions.task_pinned, decisions.pinned = False, without_task.pinned
 
     def _pin_for(
@@ -671,6 +733,7 @@ class CacheAwareReplay:
             compacted_positions=tuple(compacted_positions),
             kept=tuple(kept),
             origins=tuple(origins),
+            calibration=self._calibration(decisions),
         )
         if self._last_request is not None:
             unchanged = _leading_equal(self._last_request, prints)
@@ -713,7 +776,7 @@ class CacheAwareReplay:
             noted_prints = [*prints[:position], message_fingerprint(note), *prints[position:]]
             noted_origins = [*origins[:position], (), *origins[position:]]
             self._join_user_turns(noted, noted_costs, noted_prints, noted_origins)
-            if self._fixed + sum(noted_costs) <= limit:
+            if self._calibration(decisions).corrected(self._fixed + sum(noted_costs)) <= limit:
                 return noted, noted_costs, noted_prints, noted_origins
         self._join_user_turns(output, costs, prints, origins)
         return output, costs, prints, origins

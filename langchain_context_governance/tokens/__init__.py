@@ -1,5 +1,7 @@
-"""Token counters for chat requests, with a per-message cache; the bundled encodings."""
+"""Token counters for chat requests, with a per-message cache; the bundled encodings; the
+calibration learned from the provider's reported counts."""
 
+from langchain_context_governance.tokens.calibration import Calibration, Overflow
 from langchain_context_governance.tokens.counter import (
     CacheStats,
     MessageTokenCounter,
@@ -10,7 +12,9 @@ from langchain_context_governance.tokens.counter import (
 
 __all__ = [
     "CacheStats",
+    "Calibration",
     "MessageTokenCounter",
+    "Overflow",
     "TokenCounterFallbackWarning",
     "TokenCounterSpec",
     "get_token_counter",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import inspect
 import json
-import math
+import numbers
 import sys
 import threading
 import typing
@@ -34,8 +34,15 @@ from langchain_core.messages import (
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from langchain_context_governance._messages import content_fingerprint
+from langchain_context_governance._messages import content_fingerprint, content_text_length
 from langchain_context_governance.tokens.encodings import encoding_name_for_model, get_encoding
+from langchain_context_governance.tokens.huggingface import Render, is_tokenizer, tokenizer_backend
+from langchain_context_governance.tokens.mistral import (
+    MistralBackend,
+    is_mistral_model,
+    mistral_tokenizer,
+    tokenizer_for_model,
+)
 
 __all__ = [
     "CacheStats",
@@ -161,9 +168,16 @@ class _MessageCallableBackend:
 
 
 def _as_token_count(value: object, source: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"token_counter ({source}) must return an int, got {type(value).__name__}")
-    return value if isinstance(value, int) else math.ceil(value)
+    """`value` as a token count; a result that is no count is the counter's error, by name."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"token_counter ({source}) must return a non-negative int, got "
+            f"{type(value).__name__} {value!r}"
+            + (" (round it with math.ceil)" if isinstance(value, float) else "")
+        )
+    if value < 0:
+        raise ValueError(f"token_counter ({source}) must return a non-negative int, got {value}")
+    return int(value)
 
 
 def _openai_role(message: BaseMessage) -> str:
@@ -330,10 +344,13 @@ class MessageTokenCounter:
         *,
         max_cache_entries: int,
         may_fall_back: bool = False,
+        exact_up_to_chars: int | None = None,
     ) -> None:
-        """With `may_fall_back`, a backend that raises gives way to approximate counting."""
+        """With `may_fall_back`, a backend that raises gives way to approximate counting.
+        A message with more text than `exact_up_to_chars` is counted approximately."""
         _validate_max_cache_entries(max_cache_entries)
         self._backend = backend
+        self._exact_up_to_chars = exact_up_to_chars
         self._can_fall_back = may_fall_back
         self._lock = threading.Lock()
         self._messages = _MessageCountCache(max_cache_entries)
@@ -348,6 +365,12 @@ class MessageTokenCounter:
     def request_overhead(self) -> int:
         """Tokens a request costs beyond its messages (3 for OpenAI's reply priming)."""
         return self._backend.request_overhead
+
+    @property
+    def exact(self) -> bool:
+        """Whether this counts with the model's own tokenizer (tiktoken for an OpenAI model,
+        mistral_common for a Mistral model it bundles, a local Hugging Face tokenizer)."""
+        return bool(getattr(self._backend, "exact", False))
 
     def count_message(self, message: BaseMessage) -> int:
         """Tokens of one message, from the cache when it was counted before."""
@@ -373,7 +396,14 @@ class MessageTokenCounter:
             cached = self._tools.get(key)
         if cached is not None:
             return cached[1]
-        measured = self._measure(backend, [SystemMessage(_tool_schemas_json(tools))])
+        schemas = _tool_schemas(tools)
+        count_tools = getattr(backend, "count_tools", None)
+        if callable(count_tools):
+            # A backend that knows how its provider writes tool definitions counts them so.
+            measured: list[int] | None = [_as_token_count(count_tools(schemas), backend.name)]
+        else:
+            text = json.dumps(schemas, ensure_ascii=False, default=str)
+            measured = self._measure(backend, [SystemMessage(text)])
         if measured is None:
             return self.count_tools(tools)
         self._store_tools_count(backend, tools, key, measured[0])
@@ -408,12 +438,21 @@ class MessageTokenCounter:
     def _measure(self, backend: _Backend, messages: Sequence[BaseMessage]) -> list[int] | None:
         """Counts by `backend`, uncached; None when it failed and the counter fell back."""
         try:
-            return [backend.count(message) for message in messages]
+            return [self._count_one(backend, message) for message in messages]
         except Exception as error:
             if not self._can_fall_back:
                 raise
             self._fall_back_to_approximate(backend, error)
             return None
+
+    def _count_one(self, backend: _Backend, message: BaseMessage) -> int:
+        limit = self._exact_up_to_chars
+        if limit is not None and content_text_length(message.content) > limit:
+            # Far too large to be sent whole: the last resort cuts it, and only the cut
+            # copy's count matters. An exact tokenizer would spend seconds and gigabytes
+            # on megabytes of text without whitespace to learn just that.
+            return count_tokens_approximately([message])
+        return backend.count(message)
 
     def _store_tools_count(
         self, backend: _Backend, tools: Sequence[Any], key: tuple[int, ...], tokens: int
@@ -446,14 +485,14 @@ def _validate_max_cache_entries(max_cache_entries: int) -> None:
         raise ValueError(f"max_cache_entries must be >= 1, got {max_cache_entries}")
 
 
-def _tool_schemas_json(tools: Sequence[Any]) -> str:
+def _tool_schemas(tools: Sequence[Any]) -> list[dict[str, Any]]:
     schemas = []
     for index, tool in enumerate(tools):
         try:
             schemas.append(convert_to_openai_tool(tool))
         except (ValueError, TypeError, NotImplementedError) as error:
             raise ValueError(f"tools[{index}] cannot be read as a tool: {error}") from error
-    return json.dumps(schemas, ensure_ascii=False, default=str)
+    return schemas
 
 
 def _warn_model_fallback(counter_name: str, error: Exception) -> None:
@@ -465,7 +504,11 @@ def _warn_model_fallback(counter_name: str, error: Exception) -> None:
 
 
 def get_token_counter(
-    spec: TokenCounterSpec, *, max_cache_entries: int = 100_000
+    spec: TokenCounterSpec,
+    *,
+    max_cache_entries: int = 100_000,
+    exact_up_to_chars: int | None = None,
+    render_chat_template: Render | None = None,
 ) -> MessageTokenCounter:
     """Build a cached token counter from a `token_counter` setting.
 
@@ -478,14 +521,28 @@ def get_token_counter(
       their `tool_call_id`, and an image costs 85 tokens at low detail, else 765 (images
       are never fetched). The encodings are bundled: nothing is downloaded.
     - "tiktoken": the same with o200k_base.
+    - "mistral:<model>": exact counting as Mistral's API tokenizes the request, with the
+      tokenizer mistral_common bundles for the Mistral model `<model>` (Tekken for NeMo,
+      SentencePiece for the older and larger ones; a model newer than those bundled is
+      counted with Tekken as an estimate); see tokens/mistral.py. Needs the `mistral` extra.
+    - a Hugging Face tokenizer (`tokenizers.Tokenizer`, or a `transformers` tokenizer):
+      each message's text by it, plus what the chat template writes around a message of
+      its role and once a request (the tokenizer's own template, or `render_chat_template`
+      where given); see tokens/huggingface.py.
     - a function over a list of messages, as `trim_messages` accepts: a message costs
       `f([message]) - f([])`, with `f([])` the request overhead (0, and `f([message])`
       per message, when `f([])` raises). A function whose first parameter is annotated
       `BaseMessage` is called with one message instead.
     - a model: its `get_num_tokens_from_messages`, used like such a function, when its
       class counts tokens itself; otherwise approximate. A langchain-openai model counts
-      as "tiktoken:<its model name>" (the same counts, without the download). If a model's
-      counting raises, the counter warns once and counts approximately from then on.
+      as "tiktoken:<its model name>" (the same counts, without the download), a
+      langchain-mistralai model as "mistral:<its model name>", a model holding a local
+      tokenizer (ChatHuggingFace's `tokenizer`) with it. If a model's counting raises, the
+      counter warns once and counts approximately from then on.
+
+    A function must return a non-negative int; anything else is an error naming it. A
+    message with more text than `exact_up_to_chars` characters is counted approximately
+    (the governor sets it to what can never be sent whole).
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -496,21 +553,47 @@ def get_token_counter(
         (2, 10)
     """
     _validate_max_cache_entries(max_cache_entries)
+    if exact_up_to_chars is not None and exact_up_to_chars < 1:
+        raise ValueError(f"exact_up_to_chars must be >= 1 or None, got {exact_up_to_chars}")
+    backend, may_fall_back = _backend_for(spec, render_chat_template)
+    return MessageTokenCounter(
+        backend,
+        max_cache_entries=max_cache_entries,
+        may_fall_back=may_fall_back,
+        exact_up_to_chars=exact_up_to_chars,
+    )
+
+
+def _backend_for(
+    spec: TokenCounterSpec, render_chat_template: Render | None = None
+) -> tuple[_Backend, bool]:
+    """The backend `spec` names, and whether it may fall back to approximate counting."""
     if isinstance(spec, str):
-        return MessageTokenCounter(_named_backend(spec), max_cache_entries=max_cache_entries)
+        backend = _named_backend(spec)
+        # A tokenizer library that fails on some content gives way to the approximation.
+        return backend, isinstance(backend, MistralBackend)
     if isinstance(spec, BaseLanguageModel):
-        return _model_counter(spec, max_cache_entries=max_cache_entries)
+        return _model_backend(spec)
+    if is_tokenizer(spec):
+        return tokenizer_backend(spec, render=render_chat_template), True
     if callable(spec):
-        return MessageTokenCounter(_callable_backend(spec), max_cache_entries=max_cache_entries)
+        return _callable_backend(spec), False
     raise TypeError(
-        "token_counter must be 'approximate', 'tiktoken', a function or a language model, "
-        f"got {type(spec).__name__}"
+        "token_counter must be 'approximate', 'tiktoken', 'mistral:<model>', a function, a "
+        f"Hugging Face tokenizer or a language model, got {type(spec).__name__}"
     )
 
 
 def _named_backend(name: str) -> _Backend:
     if name == "approximate":
         return _ApproximateBackend()
+    if name.startswith("mistral:"):
+        try:
+            choice = tokenizer_for_model(name)
+        except ValueError as error:
+            raise ValueError(f"token_counter={name!r}: {error}") from error
+        mistral_tokenizer(choice.file)  # loaded now: a missing mistral_common is a setting error
+        return MistralBackend(choice.file, name=f"mistral_common:{choice.file}", exact=choice.exact)
     if name == "tiktoken" or name.startswith("tiktoken:"):
         model = name.removeprefix("tiktoken").removeprefix(":") or DEFAULT_TIKTOKEN_ENCODING
         try:
@@ -520,7 +603,8 @@ def _named_backend(name: str) -> _Backend:
         return _TiktokenBackend(get_encoding(encoding_name), name=f"tiktoken:{encoding_name}")
     raise ValueError(
         f"token_counter must be one of {', '.join(map(repr, COUNTER_NAMES))}, "
-        f"'tiktoken:<OpenAI model or encoding>', a function or a language model; got {name!r}"
+        f"'tiktoken:<OpenAI model or encoding>', 'mistral:<Mistral model>', a function, a "
+        f"Hugging Face tokenizer or a language model; got {name!r}"
     )
 
 
@@ -556,17 +640,20 @@ def _takes_one_message(function: Callable[..., Any]) -> bool:
 def _empty_request_tokens(function: Callable[[list[BaseMessage]], int]) -> int:
     """`function([])`, or 0 when the function cannot count an empty list."""
     try:
-        return max(0, _as_token_count(function([]), "callable"))
+        empty = function([])
     except Exception:
         return 0
+    return _as_token_count(empty, "callable")
 
 
 def counter_spec_for_model(model: BaseLanguageModel[Any]) -> TokenCounterSpec:
     """How `ContextGovernor.from_model` counts for `model`, never through the network.
 
     An OpenAI model counts with the bundled tiktoken encoding of its name (what its own
-    `get_num_tokens_from_messages` would download); Anthropic and Google models, whose
-    counting calls their provider's API, count approximately; any other model counts itself.
+    `get_num_tokens_from_messages` would download), a Mistral model with mistral_common's
+    bundled tokenizer, a model holding a local tokenizer with it (see `get_token_counter`);
+    Anthropic and Google models, whose counting calls their provider's API, count
+    approximately; any other model counts itself.
     """
     if _openai_model_name(model) is not None:
         return model
@@ -589,27 +676,47 @@ def _openai_model_name(model: BaseLanguageModel[Any]) -> str | None:
     return name
 
 
-def _model_counter(model: BaseLanguageModel[Any], *, max_cache_entries: int) -> MessageTokenCounter:
+def _model_backend(model: BaseLanguageModel[Any]) -> tuple[_Backend, bool]:
     name = f"model:{type(model).__name__}"
     openai_name = _openai_model_name(model)
     if openai_name is not None and model.custom_get_token_ids is None:
         # Its own counting would fetch the encoding over the network; ours has it bundled.
-        backend = _named_backend(f"tiktoken:{openai_name}")
-        return MessageTokenCounter(backend, max_cache_entries=max_cache_entries)
+        return _named_backend(f"tiktoken:{openai_name}"), False
+    offline = _offline_spec_for_model(model)
+    if offline is not None:
+        return _backend_for(offline)
     if not _model_counts_tokens_itself(model):
-        backend = _ApproximateBackend(name=f"{name} (approximate)")
-        return MessageTokenCounter(backend, max_cache_entries=max_cache_entries)
+        return _ApproximateBackend(name=f"{name} (approximate)"), False
     try:
         overhead = _as_token_count(model.get_num_tokens_from_messages([]), name)
     except Exception as error:
         _warn_model_fallback(name, error)
-        backend = _ApproximateBackend(name=f"{name} (approximate fallback)")
-        return MessageTokenCounter(backend, max_cache_entries=max_cache_entries)
-    return MessageTokenCounter(
-        _ListCallableBackend(model.get_num_tokens_from_messages, name, max(0, overhead)),
-        max_cache_entries=max_cache_entries,
-        may_fall_back=True,
-    )
+        return _ApproximateBackend(name=f"{name} (approximate fallback)"), False
+    return _ListCallableBackend(model.get_num_tokens_from_messages, name, overhead), True
+
+
+def _offline_spec_for_model(model: BaseLanguageModel[Any]) -> TokenCounterSpec | None:
+    """The offline tokenizer a model is counted with: the local tokenizer it holds
+    (ChatHuggingFace's), else mistral_common where its name is a Mistral model's (a
+    langchain-mistralai model, or Mistral weights served elsewhere); None where neither."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is not None and is_tokenizer(tokenizer):
+        return typing.cast(TokenCounterSpec, tokenizer)
+    names = (getattr(model, key, None) for key in ("model_id", "model", "model_name"))
+    name = next((found for found in names if isinstance(found, str) and found), None)
+    if name is None or not is_mistral_model(name):
+        return None
+    try:
+        import mistral_common  # noqa: F401
+    except ImportError:
+        warnings.warn(
+            f"{type(model).__name__}({name!r}) is counted approximately: install mistral_common "
+            '(pip install "langchain-context-governance[mistral]") to count as Mistral does',
+            TokenCounterFallbackWarning,
+            stacklevel=5,
+        )
+        return None
+    return f"mistral:{name}"
 
 
 def _model_counts_tokens_itself(model: BaseLanguageModel[Any]) -> bool:

@@ -7,24 +7,38 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import BaseMessage, messages_to_dict
+from hypothesis import assume, given, settings
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    messages_to_dict,
+)
+from langchain_core.messages.tool import invalid_tool_call
 from typer.testing import CliRunner
 
 from langchain_context_governance import ContextGovernor
-from langchain_context_governance.anthropic_messages import anthropic_body
+from langchain_context_governance.anthropic_messages import anthropic_body, legal_prefill
 from langchain_context_governance.cli import EXIT_BAD_INPUT, EXIT_BROKEN_RULES, app
 from langchain_context_governance.rules.validate import validate_messages
 from langchain_context_governance.transcripts import (
+    OPENAI_MESSAGE_KEYS,
     TRANSCRIPT_FORMATS,
+    TranscriptError,
     dump_transcript,
     parse_transcript,
 )
 from tests.builders import tool_loop
+from tests.strategies import IMAGE_BLOCK, histories
+from tests.wire import RecordingServer, WireClients
 
 runner = CliRunner()
 
@@ -247,11 +261,13 @@ def test_check_lists_each_broken_rule_and_exits_1(tmp_path: Path, fmt: str) -> N
 
     assert result.exit_code == EXIT_BROKEN_RULES
     lines = result.stdout.strip().splitlines()
+    # An Anthropic body's own numbering: the system prompt is no message of it.
+    call, stray = (1, 3) if fmt == "anthropic-request" else (2, 4)
     assert lines == [
-        f"{source}: message 2: unanswered-tool-call: Tool call 'call_1' (read_file) is not "
+        f"{source}: message {call}: unanswered-tool-call: Tool call 'call_1' (read_file) is not "
         "answered by a tool message directly after the assistant message that declares it.",
-        f"{source}: message 4: orphan-tool-result: Tool result for 'call_stray' answers no "
-        "tool call declared by an earlier assistant message.",
+        f"{source}: message {stray}: orphan-tool-result: Tool result for 'call_stray' answers "
+        "no tool call declared by an earlier assistant message.",
     ]
     assert "2 broken rules" in result.stderr
 
@@ -563,3 +579,234 @@ def test_help_shows_the_defaults() -> None:
     assert "[default: 4096, or the --model profile's]" in result.stdout
     assert "[default: 1024]" in result.stdout
     assert "[default: none: no snipping]" in result.stdout
+
+
+# ------------------------------------------------ governed bodies as the real clients send them
+
+
+@pytest.fixture(scope="module")
+def wire() -> Iterator[WireClients]:
+    with RecordingServer() as server:
+        yield WireClients(server)
+
+
+def governed_body(body: dict[str, Any]) -> dict[str, Any]:
+    result = runner.invoke(app, ["govern", "-", "-o", "-"], input=json.dumps(body))
+    assert result.exit_code == 0, result.stderr
+    governed: dict[str, Any] = json.loads(result.stdout)
+    return governed
+
+
+def readable(body: dict[str, Any]) -> list[BaseMessage]:
+    """The body's messages; a body the command refuses (a call without an id) is no example."""
+    try:
+        return parse_transcript(json.dumps(body)).messages
+    except TranscriptError:
+        assume(False)
+        raise
+
+
+def assert_same_messages_key_by_key(ours: list[Any], theirs: list[Any]) -> None:
+    assert len(ours) == len(theirs)
+    for index, (our, their) in enumerate(zip(ours, theirs, strict=True)):
+        assert sorted(our) == sorted(their), f"message {index}: keys differ"
+        for key in our:
+            assert our[key] == their[key], f"message {index}: {key!r} differs"
+
+
+def test_a_backfilled_result_in_an_openai_body_has_the_keys_of_a_tool_message(
+    wire: WireClients,
+) -> None:
+    written = governed_body({**REQUEST_KEYS, "messages": BROKEN})
+    [backfilled] = [m for m in written["messages"] if m["role"] == "tool"]
+    assert sorted(backfilled) == sorted(OPENAI_MESSAGE_KEYS["tool"])
+    governed = ContextGovernor().invoke(parse_transcript(json.dumps(BROKEN)).messages)
+    sent = wire.send("ChatOpenAI", governed)
+    assert isinstance(sent, dict)
+    assert_same_messages_key_by_key(written["messages"], sent["messages"])
+
+
+@settings(max_examples=40)
+@given(history=histories())
+def test_a_governed_openai_body_holds_what_chat_openai_sends(
+    wire: WireClients, history: list[BaseMessage]
+) -> None:
+    body = json.loads(dump_transcript(history, format="openai-request", request=REQUEST_KEYS))
+    read = readable(body)
+    governed = ContextGovernor().invoke(read)
+    assume(governed)
+    written = governed_body(body)
+    sent = wire.send("ChatOpenAI", governed)
+    assert isinstance(sent, dict)
+    assert_same_messages_key_by_key(written["messages"], sent["messages"])
+    assert {key: written[key] for key in REQUEST_KEYS} == REQUEST_KEYS
+
+
+def test_openai_message_keys_are_those_langchain_openai_writes() -> None:
+    from langchain_openai.chat_models.base import _convert_message_to_dict
+
+    every_field = [
+        SystemMessage("s", name="n"),
+        SystemMessage("d", name="n", additional_kwargs={"__openai_role__": "developer"}),
+        HumanMessage("u", name="n"),
+        AIMessage("a", name="n", tool_calls=[{"name": "f", "args": {"x": 1}, "id": "c1"}]),
+        AIMessage("", invalid_tool_calls=[invalid_tool_call(name="f", args="{", id="c2")]),
+        AIMessage("a", additional_kwargs={"function_call": {"name": "f", "arguments": "{}"}}),
+        AIMessage([{"type": "text", "text": "hi"}, {"type": "audio", "id": "audio_1"}]),
+        AIMessage([{"type": "thinking", "thinking": "t", "signature": "s"}], tool_calls=[]),
+        ToolMessage("t", tool_call_id="c1", name="f", status="error", artifact={"x": 1}),
+        ToolMessage([{"type": "text", "text": "t", "extra": 1}], tool_call_id="c2"),
+    ]
+    written = json.loads(dump_transcript(every_field, format="openai-request"))["messages"]
+    for record, message in zip(written, every_field, strict=True):
+        assert record == _convert_message_to_dict(message)
+        assert set(record) <= OPENAI_MESSAGE_KEYS[record["role"]]
+
+
+def anthropic_image_blocks(history: list[BaseMessage]) -> list[BaseMessage]:
+    """An Anthropic body holds images as Anthropic image blocks, not OpenAI image_url parts."""
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "x"}}
+    return [
+        message.model_copy(
+            update={"content": [image if b == IMAGE_BLOCK else b for b in message.content]}
+        )
+        if isinstance(message.content, list)
+        else message
+        for message in history
+    ]
+
+
+def without_default_is_error(turn: dict[str, Any]) -> dict[str, Any]:
+    """`"is_error": false` is the API's default: ChatAnthropic writes it, a body may not."""
+    if not isinstance(turn["content"], list):
+        return turn
+    blocks = [
+        {k: v for k, v in block.items() if (k, v) != ("is_error", False)}
+        for block in turn["content"]
+    ]
+    return {**turn, "content": blocks}
+
+
+@settings(max_examples=40)
+@given(history=histories())
+def test_a_governed_anthropic_body_holds_what_chat_anthropic_sends(
+    wire: WireClients, history: list[BaseMessage]
+) -> None:
+    # A system prompt: a body without one or tool blocks reads as an OpenAI body.
+    history = [SystemMessage("Be brief."), *anthropic_image_blocks(history)]
+    try:
+        body = anthropic_body(history, {"model": "claude-sonnet-4-5", "max_tokens": 64})
+    except ValueError:
+        assume(False)  # a late system message has no place in a body
+    read = readable(body)
+    # A final assistant turn the API takes as a prefill is sent after the governed turns.
+    prefill = legal_prefill(read, body)
+    if prefill is not None:
+        read = read[:-1]
+    governed = ContextGovernor(provider="anthropic").invoke(read) + ([prefill] if prefill else [])
+    written = governed_body(body)
+    sent = wire.send("ChatAnthropic", governed)
+    assert isinstance(sent, dict)
+    assert written.get("system") == sent.get("system")
+    assert_same_messages_key_by_key(
+        [without_default_is_error(turn) for turn in written["messages"]],
+        [without_default_is_error(turn) for turn in sent["messages"]],
+    )
+
+
+ANTHROPIC_CALL = {
+    "role": "assistant",
+    "content": [{"type": "tool_use", "id": "toolu_1", "name": "grep", "input": {}}],
+}
+
+
+def test_anthropic_violations_and_errors_name_the_bodys_own_messages(tmp_path: Path) -> None:
+    body = {
+        "system": "You search code.",
+        "messages": [
+            {"role": "user", "content": "find x"},
+            ANTHROPIC_CALL,
+            {"role": "user", "content": "never mind"},
+        ],
+    }
+    source = tmp_path / "body.json"
+    source.write_text(json.dumps(body), encoding="utf-8")
+    checked = runner.invoke(app, ["check", str(source)])
+    assert checked.exit_code == EXIT_BROKEN_RULES
+    # The call is the body's message 1 (message 2 of the list checked, after the system).
+    assert checked.stdout.startswith(f"{source}: message 1: unanswered-tool-call: ")
+
+    no_id = {"role": "assistant", "content": [{**ANTHROPIC_CALL["content"][0], "id": ""}]}
+    body["messages"] = [{"role": "user", "content": "find x"}, no_id]
+    source.write_text(json.dumps(body), encoding="utf-8")
+    refused = runner.invoke(app, ["check", str(source)])
+    assert refused.exit_code == EXIT_BAD_INPUT
+    assert_one_line_error(refused.stderr, f"{source}: message 1: tool call 0 (grep) has no id")
+
+
+PREFILLED = {
+    "model": "claude-sonnet-4-5",
+    "system": "Answer in JSON.",
+    "messages": [
+        {"role": "user", "content": "find x"},
+        ANTHROPIC_CALL,
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x=1"}],
+        },
+        {"role": "assistant", "content": '{"x":'},
+    ],
+}
+
+
+def test_a_final_assistant_prefill_in_an_anthropic_body_is_kept() -> None:
+    checked = runner.invoke(app, ["check", "-"], input=json.dumps(PREFILLED))
+    assert checked.exit_code == 0, checked.stdout
+    assert governed_body(PREFILLED) == PREFILLED
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (
+            {"messages": [*PREFILLED["messages"][:-1], {"role": "assistant", "content": "{ "}]},
+            "whitespace",
+        ),
+        ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, "extended thinking"),
+    ],
+)
+def test_a_final_assistant_turn_the_api_refuses_as_a_prefill_is_reported_and_removed(
+    change: dict[str, Any], why: str
+) -> None:
+    body = {**PREFILLED, **change}
+    checked = runner.invoke(app, ["check", "-"], input=json.dumps(body))
+    assert checked.exit_code == EXIT_BROKEN_RULES, why
+    assert "last-not-user-or-tool" in checked.stdout
+    assert governed_body(body)["messages"][-1]["role"] == "user"
+
+
+def test_the_command_reads_at_most_max_input_mb() -> None:
+    endless = runner.invoke(app, ["check", "/dev/zero", "--max-input-mb", "1"])
+    assert endless.exit_code == EXIT_BAD_INPUT
+    assert_one_line_error(endless.stderr, "/dev/zero: larger than 1 MB", "--max-input-mb")
+    too_much = json.dumps([{"role": "user", "content": "x" * 1_100_000}])
+    piped = runner.invoke(app, ["govern", "-", "--max-input-mb", "1"], input=too_much)
+    assert piped.exit_code == EXIT_BAD_INPUT
+    assert_one_line_error(piped.stderr, "<stdin>: larger than 1 MB")
+    assert runner.invoke(app, ["check", "-", "--max-input-mb", "2"], input=too_much).exit_code == 0
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "mistral", "strict"])
+def test_lone_surrogates_are_governed_and_written_back_as_escapes(provider: str) -> None:
+    # JSON's "\ud800" escape reads into a lone surrogate, which UTF-8 cannot encode.
+    text = (
+        '[{"role": "user", "content": "find \\ud800"},'
+        ' {"role": "assistant", "content": null, "tool_calls": [{"id": "c\\udfff",'
+        ' "type": "function", "function": {"name": "grep", "arguments": "{}"}}]}]'
+    )
+    result = runner.invoke(app, ["govern", "-", "--provider", provider], input=text)
+    assert result.exit_code == 0, result.stderr
+    result.stdout.encode("utf-8")
+    governed = parse_transcript(result.stdout).messages
+    assert governed[0].content == "find \ud800"
+    assert validate_messages(governed, provider=provider) == []

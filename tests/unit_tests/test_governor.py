@@ -279,3 +279,46 @@ def test_from_model_picks_up_tools_bound_with_bind_tools():
     assert governor.count_tokens([]) > ContextGovernor(
         token_counter=governor.token_counter
     ).count_tokens([])
+
+
+def test_repr_stays_short_whatever_the_settings_hold():
+    from langchain_context_governance.testing import ScriptedChatModel
+
+    script = [AIMessage("x" * 1_000)] * 800  # a model whose own repr is 800 KB
+    tools = [
+        {"type": "function", "function": {"name": f"tool_{n}", "parameters": {}}} for n in range(40)
+    ]
+    governor = ContextGovernor(
+        context_window_tokens=64_000,
+        summary_model=ScriptedChatModel(script),
+        tools=tools,
+        chat_template="{{ messages }}" * 500,
+        exclude_tools=frozenset({"memory"}),
+    )
+    text = repr(governor)
+    assert len(text) < 300, text
+    assert text.startswith("ContextGovernor(provider='openai', context_window_tokens=64000")
+    assert "summary_model=<ScriptedChatModel>" in text and "tools=<40 tools: tool_0," in text
+    assert "chat_template=<text of 7,000 characters>" in text
+    assert repr(ContextGovernor()) == "ContextGovernor(provider='openai')"
+
+
+def test_version_comes_from_the_installed_distribution():
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    import langchain_context_governance
+
+    assert langchain_context_governance.__version__ == version("langchain-context-governance")
+    not_installed = (
+        "import importlib.metadata as metadata\n"
+        "def missing(name): raise metadata.PackageNotFoundError(name)\n"
+        "metadata.version = missing\n"
+        "import langchain_context_governance\n"
+        "print(langchain_context_governance.__version__)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", not_installed], capture_output=True, text=True, check=True
+    )
+    assert run.stdout.strip() == "0+unknown"

@@ -14,16 +14,24 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langchain_context_governance import SYNTHETIC_USER_CONTENT, ContextGovernor
 from langchain_context_governance._messages import declared_tool_call_ids
 from langchain_context_governance.rules.table import PROFILES
 from langchain_context_governance.rules.validate import PROVIDERS, validate_messages
 from tests.oracles import mistral_common_accepts
-from tests.strategies import IMAGE_BLOCK, budgets, histories
+from tests.strategies import IMAGE_BLOCK, bad_inputs, budgets, histories
 from tests.unit_tests.conftest import MutationGuard
 
 pytestmark = pytest.mark.fuzz
@@ -291,3 +299,68 @@ def test_mistral_common_rejects_raw_histories_that_break_its_rules(
     if broken:
         accepted, _ = mistral_common_accepts(history)
         assert not accepted, sorted(broken)
+
+
+def applied_removals(history: list[BaseMessage]) -> list[BaseMessage]:
+    """The history as LangGraph's add_messages leaves it; computed here on its own."""
+    kept: list[BaseMessage] = []
+    for message in history:
+        if not isinstance(message, RemoveMessage):
+            kept.append(message)
+        elif message.id == REMOVE_ALL_MESSAGES:
+            kept = []
+        else:
+            kept = [m for m in kept if m.id != message.id]
+    return kept
+
+
+# A tenth of the profile's examples: every profile and both counters make 20 runs each.
+bad_input_settings = settings(max_examples=max(20, settings.default.max_examples // 10))
+
+
+@every_profile
+@pytest.mark.parametrize("counter", ["approximate", "tiktoken"])
+@bad_input_settings
+@given(history=bad_inputs(), budget=maybe_budgets)
+def test_bad_input_gives_a_legal_request_without_falling_back(
+    provider: str, counter: str, history: list[BaseMessage], budget: int | None
+) -> None:
+    """Lone surrogates, content None and RemoveMessage: a legal request, never an error, and
+    the pipeline itself copes (the fallback is for the unforeseen)."""
+    guard = MutationGuard()
+    guard.watch(history)
+    result = ContextGovernor(
+        provider=provider,
+        token_counter=counter,
+        context_window_tokens=budget,
+        max_output_tokens=0,
+        safety_buffer=0,
+    ).govern(history)
+    guard.check()
+    assert not result.report.fell_back
+    assert not any(isinstance(message, RemoveMessage) for message in result.messages)
+    assert all(message.content is not None for message in result.messages)
+    if not has_conversation(applied_removals(history)):
+        assert result.messages == []
+        return
+    assert validate_messages(result.messages, provider=provider) == []
+
+
+UNREADABLE_CONTENTS = (42, {"type": "text", "text": "x"}, ["text", 7], [None])
+
+
+@bad_input_settings
+@given(
+    history=bad_inputs(),
+    content=st.sampled_from(UNREADABLE_CONTENTS),
+    at=st.integers(min_value=0),
+)
+def test_unreadable_content_is_a_value_error_naming_the_message(
+    history: list[BaseMessage], content: Any, at: int
+) -> None:
+    position = at % (len(history) + 1)
+    unreadable = HumanMessage("x")
+    unreadable.content = content
+    history = [*history[:position], unreadable, *history[position:]]
+    with pytest.raises(ValueError, match=rf"^message {position}: "):
+        governor("strict", 200).govern(history)

@@ -20,6 +20,7 @@ from langchain_core.messages import (
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import tool
 
+from langchain_context_governance import ContextGovernor
 from langchain_context_governance.tokens import counter as tokens
 from langchain_context_governance.tokens import encodings
 from langchain_context_governance.tokens.counter import (
@@ -400,13 +401,40 @@ def test_callable_over_one_message_is_detected_from_its_annotation() -> None:
     assert seen == [first, second]
 
 
-def test_callable_float_counts_round_up_and_other_results_are_rejected() -> None:
-    counter = get_token_counter(lambda messages: 1.5 * len(messages))  # type: ignore[arg-type]
-    assert counter.count_message(HumanMessage("x")) == 2
+@pytest.mark.parametrize(
+    ("result", "error", "words"),
+    [
+        (1.5, TypeError, "got float 1.5 (round it with math.ceil)"),
+        (2.0, TypeError, "got float 2.0"),
+        ("many", TypeError, "got str 'many'"),
+        (None, TypeError, "got NoneType None"),
+        (True, TypeError, "got bool True"),
+        (-3, ValueError, "must return a non-negative int, got -3"),
+    ],
+)
+def test_a_counter_result_that_is_no_token_count_is_an_error_naming_the_counter(
+    result: Any, error: type[Exception], words: str
+) -> None:
+    def per_message(message: BaseMessage) -> Any:
+        return result
 
-    wrong = get_token_counter(lambda messages: "many")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="token_counter"):
-        wrong.count_message(HumanMessage("x"))
+    counter = get_token_counter(per_message)
+    with pytest.raises(error, match="token_counter \\(callable\\)") as raised:
+        counter.count_message(HumanMessage("x"))
+    assert words in str(raised.value)
+
+
+def test_a_list_counter_negative_on_the_empty_request_is_an_error() -> None:
+    with pytest.raises(ValueError, match="token_counter \\(callable\\) must return a non-negative"):
+        get_token_counter(lambda messages: 5 * len(messages) - 2)
+
+
+def test_a_list_counter_returning_numpy_like_integers_counts() -> None:
+    class Tokens(int):
+        """An int subclass, as numpy or tokenizer libraries return."""
+
+    counter = get_token_counter(lambda messages: Tokens(2 + 3 * len(messages)))
+    assert counter.count_messages([HumanMessage("a")]) == 5
 
 
 # --- models ----------------------------------------------------------------------------
@@ -645,3 +673,45 @@ def test_a_tool_that_cannot_be_converted_names_its_index() -> None:
     counter = get_token_counter("approximate")
     with pytest.raises(ValueError, match=r"tools\[1\]"):
         counter.count_tools([search_files, 42])
+
+
+# --- what cannot be sent whole ---------------------------------------------------------
+
+
+def test_a_message_with_more_text_than_the_limit_is_counted_approximately() -> None:
+    counted: list[int] = []
+
+    def per_message(message: BaseMessage) -> int:
+        counted.append(len(str(message.content)))
+        return len(str(message.content))
+
+    counter = tokens.get_token_counter(per_message, exact_up_to_chars=1_000)
+    huge = ToolMessage("x" * 50_000, tool_call_id="c1")
+    assert counter.count_message(huge) == count_tokens_approximately([huge])
+    assert counter.count_message(HumanMessage("y" * 1_000)) == 1_000
+    assert counted == [1_000]
+
+
+def test_the_governor_never_encodes_a_result_it_must_cut() -> None:
+    encoded: list[int] = []
+
+    def per_message(message: BaseMessage) -> int:
+        encoded.append(len(str(message.content)))
+        return count_tokens_approximately([message])
+
+    governor = ContextGovernor(context_window_tokens=8_000, token_counter=per_message)
+    call = {"name": "cat", "args": {}, "id": "c1", "type": "tool_call"}
+    history = [
+        HumanMessage("dump the blob"),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage("QUJD" * 250_000, tool_call_id="c1"),
+    ]
+    result = governor.govern(history)
+    assert result.report.within_budget
+    assert max(encoded) < 8_000 * 4
+    assert len(str(result.messages[-1].content)) < 8_000 * 4
+
+
+def test_exact_up_to_chars_is_validated() -> None:
+    with pytest.raises(ValueError, match="exact_up_to_chars must be >= 1"):
+        tokens.get_token_counter("approximate", exact_up_to_chars=0)
