@@ -80,8 +80,10 @@ def _extend_to_group_start(messages: list[BaseMessage], start: int) -> int:
 
 
 def _last_user_before(messages: list[BaseMessage], end: int) -> int | None:
+    """The latest user's own message before `end` (a note or turn governance added, such
+    as one stored by an earlier cut, is never pinned)."""
     for index in range(end - 1, -1, -1):
-        if isinstance(messages[index], HumanMessage):
+        if is_task_candidate(messages[index]):
             return index
     return None
 

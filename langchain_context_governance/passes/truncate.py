@@ -84,7 +84,6 @@ USER_MESSAGE_MARKER = (
 # Protection classes of what the last resort may cut, lowest first: each gives way before
 # the next one is touched.
 REST, EXCLUDED_RESULT, TASK, CURRENT_RESULT, CURRENT_USER = range(5)
-TIER_NAMES = ("rest", "excluded-tool", "task", "current-turn", "current-turn")
 
 
 @dataclass(frozen=True)
@@ -180,13 +179,6 @@ def truncate_message(
         if keep == 0 or counter.count_message(copy) <= max_tokens:
             return copy
         keep = int(keep * CAP_LADDER_RATIO)
-
-
-def _is_truncatable(message: BaseMessage) -> bool:
-    return (
-        isinstance(message, (ToolMessage, HumanMessage))
-        and content_text_length(message.content) > 0
-    )
 
 
 def _newest_call_results(messages: list[BaseMessage]) -> set[int]:
@@ -323,7 +315,7 @@ def _pieces(
             parts = user_parts(message)
             first_user_part = True
             for number, (blocks, kind) in enumerate(parts):
-                if kind != USER_PART or not _blocks_text_length(blocks):
+                if kind != USER_PART or not content_text_length(blocks):
                     continue
                 tier = TASK if pin_task and index == first_turn and first_user_part else REST
                 first_user_part = False
@@ -334,10 +326,6 @@ def _pieces(
         position = current_user[1]
         pieces[position] = replace(pieces[position], tier=CURRENT_USER)
     return pieces
-
-
-def _blocks_text_length(blocks: list[Block]) -> int:
-    return content_text_length(blocks)
 
 
 def _part_tokens(blocks: list[Block], counter: MessageTokenCounter) -> int:
