@@ -48,17 +48,8 @@ from langchain_context_governance.passes.microcompact import (
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
 from langchain_context_governance.passes.snip import snip_history_with_count
 from langchain_context_governance.passes.truncate import BudgetFit, fit_to_budget
-from langchain_context_governance.rules.apply import (
-    apply_group_rules_with_count,
-    apply_provider_rules_with_counts,
-    messages_between,
-    requires_unique_call_ids,
-)
-from langchain_context_governance.rules.repairs import give_reused_call_ids_fresh_ids
-from langchain_context_governance.rules.templates import (
-    render_chat_template,
-    rules_for_chat_template,
-)
+from langchain_context_governance.rules.profile import Profile, resolve_profile
+from langchain_context_governance.rules.templates import render_chat_template
 from langchain_context_governance.rules.validate import PROVIDERS
 from langchain_context_governance.state.cache_aware import (
     DEFAULT_HIGH_WATERMARK,
@@ -141,6 +132,8 @@ class GovernanceReport:
     # How far the counter is from the provider's own counts in this conversation
     # (tokens/calibration.py); the token figures above are the counter's estimates.
     calibration_factor: float = 1.0
+    # The provider profile the request was repaired for (see `ContextGovernor.profile`).
+    profile: str = ""
 
     @property
     def corrected_tokens_after(self) -> int:
@@ -176,6 +169,7 @@ class GovernanceReport:
         verdict = "" if self.within_budget else " OVER BUDGET"
         changed = ", ".join(f"{name}={count}" for name, count in self.changes.items() if count)
         fallback = ", fell back" if self.fell_back else ""
+        profile = f"; profile {self.profile}" if self.profile else ""
         corrected = ""
         if self.calibration_factor != 1.0:
             corrected = f" x {self.calibration_factor:.3g} = {self.corrected_tokens_after:,}"
@@ -183,7 +177,7 @@ class GovernanceReport:
         return (
             f"{tokens} ({budget}{verdict}), "
             f"messages {self.messages_before} -> {self.messages_after}"
-            f"{'; ' + changed if changed else ''}{fallback}"
+            f"{'; ' + changed if changed else ''}{fallback}{profile}"
         )
 
 
@@ -329,9 +323,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     _counter: MessageTokenCounter = PrivateAttr()
     _compaction: ResultCompaction = PrivateAttr()
     _budget: int | None = PrivateAttr(default=None)
-    # Rules the chat template needs beyond the provider profile (probed once per template).
-    _template_rules: tuple[str, ...] = PrivateAttr(default=())
-    _unique_call_ids: bool = PrivateAttr(default=False)
+    # The provider profile with the rules the chat template needs, resolved once.
+    _profile: Profile = PrivateAttr()
     _conversations: Conversations = PrivateAttr()
     # The model the governor was sized for (`from_model`): its calibration default.
     _model_label: str | None = PrivateAttr(default=None)
@@ -366,11 +359,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             exclude_tools=self.exclude_tools,
             placeholder=self.placeholder,
         )
-        if self.chat_template is not None:
-            self._template_rules = rules_for_chat_template(self.chat_template)
-        self._unique_call_ids = requires_unique_call_ids(
-            self.provider, extra_rules=self._template_rules
-        )
+        self._profile = resolve_profile(self.provider, chat_template=self.chat_template)
         self._conversations = Conversations(
             self._new_conversation, max_conversations=self.max_conversations
         )
@@ -390,9 +379,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 shared_calibration=shared_calibration(self.calibration_key),
             )
         repairs = RepairStream(
-            repair_group=self._repair_group,
+            repair_group=self._profile.repair_group,
             count_message=self._counter.count_message,
-            bridge=self._bridge,
+            bridge=self._profile.between,
         )
         return ConversationState(repairs, replay)
 
@@ -415,17 +404,21 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         `chat_model` is a chat model (`bind_tools` bindings are unwrapped) or a
         "provider:model" string, built with langchain's `init_chat_model` only to be read.
         The window is `profile["max_input_tokens"]`; the output reservation is the model's
-        own `max_tokens` setting where set, else `profile["max_output_tokens"]`. OpenAI
-        models count with their bundled tiktoken encoding, other models with their own
-        counter where it needs no network, else approximately; the tokenizer's chat
-        template is probed where the model has one. `overrides` win; an unknown
-        one raises. When no window is found, ValueError asks for `context_window_tokens`;
-        an explicit `context_window_tokens=None` warns instead (repairs only, no trimming).
+        own `max_tokens` setting where set, else `profile["max_output_tokens"]` (a quarter
+        of the window where that is not below the window). OpenAI models count with their
+        bundled tiktoken encoding, other models with their own counter where it needs no
+        network, else approximately; the tokenizer's chat template is probed where the
+        model has one. The provider profile comes from the model's package and class
+        (`model_settings.provider_for_model`: ChatAnthropic is "anthropic", ChatOpenAI on
+        OpenAI's API "openai", an unknown class "strict"). `overrides` win (`provider=`
+        always); an unknown one raises. When no window is found, ValueError asks for
+        `context_window_tokens`; an explicit `context_window_tokens=None` warns instead
+        (repairs only, no trimming).
         """
         reject_unknown_settings(overrides, cls.model_fields, where=f"{cls.__name__}.from_model")
         if isinstance(chat_model, str):
             chat_model = chat_model_from_string(chat_model)
-        settings = settings_for_model(chat_model)
+        settings = settings_for_model(chat_model, chat_template=overrides.get("chat_template"))
         if "context_window_tokens" not in settings and "context_window_tokens" not in overrides:
             raise ValueError(
                 f"from_model: {model_label(chat_model)} has no context window in its profile "
@@ -463,6 +456,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             if name in ("provider", "name") or value == field_info.default:
                 continue
             yield name, short_setting(value)
+
+    @property
+    def profile(self) -> Profile:
+        """The provider profile (with its chat-template rules) every request is repaired for."""
+        return self._profile
 
     @property
     def budget(self) -> int | None:
@@ -692,7 +690,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         has_conversation = any(not isinstance(message, ToolMessage) for message in messages)
         request, added = guarantee_user_turn(request, has_conversation=has_conversation)
         changes[ALTERNATION] = changes.get(ALTERNATION, 0) + added
-        request, rules = self._apply_provider_rules(request)
+        request, rules = self._profile.repair(request)
         for name, count in rules.items():
             changes[name] = changes.get(name, 0) + count
         measured = plan.tokens_after if plan is not None and request is plan.messages else None
@@ -823,50 +821,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             unchanged_prefix_messages=plan.unchanged_prefix_messages if plan else None,
             unchanged_prefix_tokens=plan.unchanged_prefix_tokens if plan else None,
             calibration_factor=calibration.factor,
+            profile=self._profile.name,
             **details,
-        )
-
-    def _repair_group(
-        self, group: list[BaseMessage], declared_before: Callable[[str], bool]
-    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        """One group's pairs, then the provider rules that need only the group.
-
-        A rewritten call id or tool name (a call without an id gets one, and a
-        placeholder result), blank text removed, a parallel call split or tool traffic
-        written as text changes the token count, so these run on the history, before
-        cutting. Where the provider wants ids unique in the request,
-        a call id declared in an earlier group gets a fresh one here, so every request
-        cut from the history has unique ids.
-        """
-        # Pairs again after the rules: a rule can remove a call (one the client would not
-        # send) or add one (a call without an id gets an id of its own).
-        repaired, changes = _run_steps(
-            group,
-            [*_PAIR_REPAIRS, (PROVIDER_RULES, self._apply_group_rules), *_PAIR_REPAIRS],
-        )
-        if self._unique_call_ids:
-            fresh, renamed = give_reused_call_ids_fresh_ids(repaired, taken=declared_before)
-            if renamed:
-                changes[PROVIDER_RULES] = changes.get(PROVIDER_RULES, 0) + renamed
-                repaired = fresh
-        return repaired, changes
-
-    def _bridge(self, previous: BaseMessage, message: BaseMessage) -> list[BaseMessage]:
-        """What the provider wants between two groups (see `messages_between`)."""
-        return messages_between(
-            previous, message, provider=self.provider, extra_rules=self._template_rules
-        )
-
-    def _apply_group_rules(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
-        return apply_group_rules_with_count(
-            messages, provider=self.provider, extra_rules=self._template_rules
-        )
-
-    def _apply_provider_rules(
-        self, messages: list[BaseMessage]
-    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        return apply_provider_rules_with_counts(
-            messages, provider=self.provider, extra_rules=self._template_rules
         )
 
     def _microcompact(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
@@ -904,7 +860,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return [
             *_PAIR_REPAIRS,
             (ALTERNATION, enforce_role_alternation_with_count),
-            (PROVIDER_RULES, self._apply_provider_rules),
+            (PROVIDER_RULES, self._profile.repair),
         ]
 
     def _run_minimal_repair(

@@ -1,15 +1,81 @@
-"""What `ContextGovernor.from_model` reads from a chat model, without touching the network."""
+"""What `ContextGovernor.from_model` reads from a chat model, without touching the network.
+
+The window and the output reservation come from the model's profile, the token counter
+from its class, and the provider profile (the rules its API enforces) from the package
+and class of the model: langchain-anthropic is "anthropic", langchain-openai "openai"
+when it talks to OpenAI's own API, and so on (`provider_for_model`). The packages are
+recognised by module name, never imported, so a package that is not installed costs
+nothing.
+
+Example:
+    >>> from langchain_context_governance.testing import ScriptedChatModel
+    >>> model = ScriptedChatModel([], provider="mistral", max_input_tokens=32_000)
+    >>> settings = settings_for_model(model)
+    >>> settings["provider"], settings["context_window_tokens"]
+    ('mistral', 32000)
+"""
 
 from __future__ import annotations
 
+import logging
+import threading
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.runnables import Runnable, RunnableBinding
 
 from langchain_context_governance.tokens.counter import counter_spec_for_model
 
-__all__ = ["chat_model_from_string", "settings_for_model", "unwrap_model"]
+__all__ = [
+    "ProviderChoice",
+    "chat_model_from_string",
+    "provider_for_model",
+    "settings_for_model",
+    "unwrap_model",
+]
+
+logger = logging.getLogger(__name__)
+
+# The profile for a model nothing is known about: every hosted API's rules at once.
+UNKNOWN_MODEL_PROVIDER = "strict"
+# The share of the window reserved for the answer when a model's output limit is not
+# below its window (Mistral's profiles list both as 262,144).
+OUTPUT_SHARE_OF_WINDOW = 4
+_OPENAI_HOSTS = frozenset({"api.openai.com"})
+# Zhipu's OpenAI-compatible endpoints (BigModel in China, Z.ai elsewhere).
+_ZHIPU_HOSTS = frozenset({"open.bigmodel.cn", "api.z.ai"})
+# Bedrock model ids name their family first, after an optional inference-profile region.
+_BEDROCK_FAMILIES = {"anthropic": "anthropic", "mistral": "mistral"}
+# Integration packages recognised by the top-level module of the model's class.
+_PACKAGE_PROVIDERS = {
+    "langchain_anthropic": "anthropic",
+    "langchain_google_genai": "gemini",
+    "langchain_mistralai": "mistral",
+}
+_OTHER_KNOWN_PACKAGES = frozenset(
+    {
+        "langchain_openai",
+        "langchain_google_vertexai",
+        "langchain_aws",
+        "langchain_huggingface",
+        "langchain_community",
+        "langchain_context_governance",
+    }
+)
+# Said once per model class (or model, for the output reservation), not on every call.
+_logged: set[str] = set()
+_logged_lock = threading.Lock()
+
+
+def _log_once(key: str, message: str, *args: Any) -> None:
+    with _logged_lock:
+        if key in _logged:
+            return
+        _logged.add(key)
+    logger.info(message, *args)
+
 
 # The model built from a "provider:model" string is only read (profile, name, max_tokens),
 # never called; its integration may insist on a key at construction, so it gets this one.
@@ -58,12 +124,165 @@ def bound_tools(model: Runnable[Any, Any]) -> list[Any]:
     return []
 
 
-def settings_for_model(chat_model: Runnable[Any, Any]) -> dict[str, Any]:
-    """Governor settings read from `chat_model`: window, output, tools, counter, template.
+@dataclass(frozen=True)
+class ProviderChoice:
+    """The provider profile picked for a model, and why (for the log and the docs)."""
+
+    provider: str
+    reason: str
+    known: bool = True
+
+
+def _package(cls: type) -> str:
+    return cls.__module__.split(".", 1)[0]
+
+
+def _host(url: Any) -> str | None:
+    if url is None:
+        return None
+    host = urlsplit(str(url)).hostname
+    return host.lower() if host else None
+
+
+def _openai_choice(model: Any, class_name: str, *, chat_template: str | None) -> ProviderChoice:
+    """ChatOpenAI: "openai" on OpenAI's API or Azure; "glm" on Zhipu's; else "strict"."""
+    if class_name.startswith("Azure"):
+        return ProviderChoice("openai", "Azure OpenAI (langchain-openai)")
+    client = getattr(model, "root_client", None)
+    host = _host(getattr(client, "base_url", None) or getattr(model, "openai_api_base", None))
+    if host is None or host in _OPENAI_HOSTS:
+        return ProviderChoice("openai", "langchain-openai on OpenAI's API")
+    if host in _ZHIPU_HOSTS:
+        return ProviderChoice("glm", f"langchain-openai on Zhipu's API ({host})")
+    if chat_template is not None:
+        return ProviderChoice("openai", f"langchain-openai on {host}, with its chat template")
+    return ProviderChoice(
+        UNKNOWN_MODEL_PROVIDER,
+        f"langchain-openai on {host}, not OpenAI's API: an OpenAI-compatible server whose "
+        "model's rules are unknown (pass chat_template=... or provider=...)",
+    )
+
+
+def _bedrock_choice(model: Any) -> ProviderChoice:
+    """Bedrock: the family the model id names (after an inference-profile region)."""
+    model_id = str(getattr(model, "model_id", None) or getattr(model, "model", None) or "")
+    # An inference-profile ARN ends with the profile id.
+    segments = model_id.rsplit("/", 1)[-1].split(".")
+    for segment in segments[:2]:
+        if segment in _BEDROCK_FAMILIES:
+            return ProviderChoice(_BEDROCK_FAMILIES[segment], f"Bedrock model {model_id!r}")
+    family = getattr(model, "provider", None)
+    if isinstance(family, str) and family in _BEDROCK_FAMILIES:
+        return ProviderChoice(_BEDROCK_FAMILIES[family], f"Bedrock model of {family!r}")
+    return ProviderChoice(
+        UNKNOWN_MODEL_PROVIDER, f"Bedrock model {model_id!r}, of a family without a profile"
+    )
+
+
+def _vertex_choice(class_name: str) -> ProviderChoice:
+    if "Anthropic" in class_name:
+        return ProviderChoice("anthropic", f"{class_name} (Claude on Vertex AI)")
+    if "Mistral" in class_name:
+        return ProviderChoice("mistral", f"{class_name} (Mistral on Vertex AI)")
+    if class_name == "ChatVertexAI":
+        return ProviderChoice("gemini", "langchain-google-vertexai")
+    return ProviderChoice(
+        UNKNOWN_MODEL_PROVIDER, f"{class_name} (a Vertex AI Model Garden model)", known=False
+    )
+
+
+def _choice_by_package(
+    model: Any, cls: type, *, chat_template: str | None
+) -> ProviderChoice | None:
+    package, name = _package(cls), cls.__name__
+    if package in _PACKAGE_PROVIDERS:
+        return ProviderChoice(_PACKAGE_PROVIDERS[package], package.replace("_", "-"))
+    if package == "langchain_openai":
+        return _openai_choice(model, name, chat_template=chat_template)
+    if package == "langchain_google_vertexai":
+        return _vertex_choice(name)
+    if package == "langchain_aws":
+        return _bedrock_choice(model)
+    if "zhipu" in cls.__module__.lower() or "Zhipu" in name:
+        return ProviderChoice("glm", f"{name} (Zhipu GLM)")
+    if package == "langchain_context_governance":
+        provider = getattr(model, "provider", None)
+        if isinstance(provider, str):
+            return ProviderChoice(provider, f"{name}(provider={provider!r})")
+    return None
+
+
+def provider_for_model(
+    chat_model: Runnable[Any, Any], *, chat_template: str | None = None
+) -> ProviderChoice:
+    """The provider profile for `chat_model`, from its package and class (never imported).
+
+    langchain-anthropic -> "anthropic"; langchain-google-genai and ChatVertexAI ->
+    "gemini"; langchain-mistralai -> "mistral"; langchain-openai -> "openai" on OpenAI's
+    API or Azure, "glm" on Zhipu's, "strict" on any other server unless `chat_template`
+    is given (then "openai", with the template's rules); Zhipu's own clients -> "glm";
+    Bedrock -> the family of the model id ("anthropic", "mistral", else "strict"); a
+    model with a tokenizer chat template (ChatHuggingFace) -> "openai" with its template.
+    Any other model gets "strict", and one INFO line says so. A subclass counts as its
+    base class, unless it comes from another integration package (ChatDeepSeek builds on
+    langchain-openai's base class but talks to another API).
+
+    Example:
+        >>> from langchain_core.language_models import GenericFakeChatModel
+        >>> provider_for_model(GenericFakeChatModel(messages=iter([]))).provider
+        'strict'
+    """
+    model = unwrap_model(chat_model)
+    template = chat_template or _tokenizer_chat_template(model)
+    for cls in _classes_to_read(type(model)):
+        choice = _choice_by_package(model, cls, chat_template=template)
+        if choice is not None:
+            return choice
+    name = type(model).__name__
+    if template is not None:
+        return ProviderChoice("openai", f"{name} with a tokenizer chat template")
+    return ProviderChoice(
+        UNKNOWN_MODEL_PROVIDER,
+        f"{type(model).__module__}.{name} is not a model class whose API rules are known",
+        known=False,
+    )
+
+
+def _classes_to_read(model_class: type) -> list[type]:
+    """The class of the model and the classes it extends, up to langchain-core's.
+
+    Only the model's own class where it comes from an integration package this module
+    does not know: that package talks to its own API through a known client's class.
+    """
+    package = _package(model_class)
+    known = package in _PACKAGE_PROVIDERS or package in _OTHER_KNOWN_PACKAGES
+    if package.startswith("langchain_") and not known:
+        return [model_class]
+    classes: list[type] = []
+    for cls in model_class.__mro__:
+        if _package(cls) in ("langchain_core", "builtins", "pydantic"):
+            break
+        classes.append(cls)
+    return classes
+
+
+def _tokenizer_chat_template(model: Any) -> str | None:
+    # e.g. ChatHuggingFace: the tokenizer's Jinja chat template.
+    chat_template = getattr(getattr(model, "tokenizer", None), "chat_template", None)
+    return chat_template if isinstance(chat_template, str) else None
+
+
+def settings_for_model(
+    chat_model: Runnable[Any, Any], *, chat_template: str | None = None
+) -> dict[str, Any]:
+    """Governor settings read from `chat_model`: window, output, tools, counter, profile.
 
     The window is `profile["max_input_tokens"]` (absent when the profile has none); the
     output reservation is the model's own `max_tokens` where set, else
-    `profile["max_output_tokens"]`.
+    `profile["max_output_tokens"]`, and a quarter of the window where that is not below
+    the window (an INFO line says so). `provider` is `provider_for_model`'s pick (with
+    `chat_template`, the one the caller will pass); `chat_template` is the tokenizer's,
+    where the model has one.
     """
     model = unwrap_model(chat_model)
     profile = getattr(model, "profile", None) or {}
@@ -78,13 +297,48 @@ def settings_for_model(chat_model: Runnable[Any, Any]) -> dict[str, Any]:
         settings["max_output_tokens"] = max_tokens
     elif profile.get("max_output_tokens"):
         settings["max_output_tokens"] = int(profile["max_output_tokens"])
+    _reserve_a_share_of_a_window_the_output_fills(settings, model_label(chat_model))
     if isinstance(model, BaseLanguageModel):
         settings["token_counter"] = counter_spec_for_model(model)
-    # e.g. ChatHuggingFace: the tokenizer's Jinja chat template.
-    chat_template = getattr(getattr(model, "tokenizer", None), "chat_template", None)
-    if isinstance(chat_template, str):
-        settings["chat_template"] = chat_template
+    own_template = _tokenizer_chat_template(model)
+    if own_template is not None:
+        settings["chat_template"] = own_template
+    choice = provider_for_model(model, chat_template=chat_template)
+    settings["provider"] = choice.provider
+    if not choice.known:
+        _log_once(
+            f"provider:{type(model).__module__}.{type(model).__name__}",
+            "context governance: %s; its requests are held to the %r profile (every "
+            "hosted API's rules). Pass provider=... to choose.",
+            choice.reason,
+            choice.provider,
+        )
     return settings
+
+
+def _reserve_a_share_of_a_window_the_output_fills(settings: dict[str, Any], label: str) -> None:
+    """Where the output limit is not below the window, reserve a quarter of the window.
+
+    A model's profile gives the most it can write, which for some models is its whole
+    window (the API then shortens the answer to what is left); reserving all of it
+    would leave no room for the request.
+    """
+    window = settings.get("context_window_tokens")
+    output = settings.get("max_output_tokens")
+    if window is None or output is None or output < window:
+        return
+    share = window // OUTPUT_SHARE_OF_WINDOW
+    settings["max_output_tokens"] = share
+    _log_once(
+        f"output:{label}",
+        "context governance: %s can write up to %d tokens, not less than its %d-token "
+        "window; %d tokens (a quarter of the window) are reserved for the answer. Pass "
+        "max_output_tokens=N to choose.",
+        label,
+        output,
+        window,
+        share,
+    )
 
 
 def model_label(chat_model: Runnable[Any, Any]) -> str:

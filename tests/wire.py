@@ -6,7 +6,9 @@ client accepts, so a client returns normally, offline, with a dummy key. Each cl
 its own path prefix (`/openai`, `/anthropic`, `/mistral`, `/gemini`), set through the
 client's own base-URL setting (`base_url`, `endpoint` for ChatMistralAI; the google-genai
 SDK behind ChatGoogleGenerativeAI takes `base_url` as its HTTP options), so the server
-knows which fake response to send.
+knows which fake response to send. ChatOpenAI keeps OpenAI's own base URL, as a user of
+OpenAI's API has it (the governor picks its profile from it), and reaches the server
+through an HTTP transport that sends every request to the loopback address instead.
 
 `WireClients.send(name, messages)` gives back what that client put on the wire for
 `messages`: the request body as a dict, or `ClientRefusal` when the client raised before
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 from langchain_anthropic import ChatAnthropic
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -73,6 +76,32 @@ _GEMINI_RESPONSE: dict[str, Any] = {
     "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
     "modelVersion": "wire",
 }
+_RESPONSES_API_RESPONSE: dict[str, Any] = {
+    "id": "resp_wire",
+    "object": "response",
+    "created_at": 0,
+    "status": "completed",
+    "model": "wire",
+    "output": [
+        {
+            "type": "message",
+            "id": "msg_wire",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "ok", "annotations": []}],
+        }
+    ],
+    "parallel_tool_calls": True,
+    "tool_choice": "auto",
+    "tools": [],
+    "usage": {
+        "input_tokens": 1,
+        "output_tokens": 1,
+        "total_tokens": 2,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    },
+}
 _RESPONSES: dict[str, dict[str, Any]] = {
     "openai": _CHAT_COMPLETION,
     "mistral": _CHAT_COMPLETION,
@@ -106,7 +135,11 @@ class _RecordingHandler(BaseHTTPRequestHandler):
         prefix = self.path.strip("/").split("/", 1)[0]
         with self.server.lock:
             self.server.captured.append(CapturedRequest(prefix, self.path, body))
-        reply = _RESPONSES.get(prefix)
+            queued = self.server.replies.get(prefix)
+            reply = queued.pop(0) if queued else None
+        if reply is None and self.path.endswith("/responses"):
+            reply = _RESPONSES_API_RESPONSE
+        reply = reply or _RESPONSES.get(prefix)
         if reply is None:
             self.send_error(404, f"no fake provider under /{prefix}")
             return
@@ -128,6 +161,8 @@ class _RecordingHTTPServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _RecordingHandler)
         self.lock = threading.Lock()
         self.captured: list[CapturedRequest] = []
+        # Scripted replies, oldest first, per path prefix; the fixed reply when none is left.
+        self.replies: dict[str, list[dict[str, Any]]] = {}
 
 
 class RecordingServer:
@@ -151,6 +186,11 @@ class RecordingServer:
         self._server.server_close()
         self._thread.join()
 
+    def reply_next(self, prefix: str, body: dict[str, Any]) -> None:
+        """Answer the next request under `prefix` with `body` (a provider's response JSON)."""
+        with self._server.lock:
+            self._server.replies.setdefault(prefix, []).append(body)
+
     def take(self) -> list[CapturedRequest]:
         """The requests received since the last call, oldest first."""
         with self._server.lock:
@@ -158,11 +198,35 @@ class RecordingServer:
         return captured
 
 
+class LoopbackTransport(httpx.BaseTransport):
+    """Sends each request to the recording server under `prefix`, whatever its host."""
+
+    def __init__(self, base_url: str, prefix: str) -> None:
+        self._server = httpx.URL(base_url)
+        self._prefix = prefix
+        self._transport = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.url = request.url.copy_with(
+            scheme=self._server.scheme,
+            host=self._server.host,
+            port=self._server.port,
+            path=f"/{self._prefix}{request.url.path}",
+        )
+        return self._transport.handle_request(request)
+
+    def close(self) -> None:
+        self._transport.close()
+
+
 def build_clients(base_url: str) -> dict[str, BaseChatModel]:
     """The four clients with dummy keys, no retries, each under its own path prefix."""
     return {
         "ChatOpenAI": ChatOpenAI(
-            model="gpt-4o-mini", api_key="sk-wire", base_url=f"{base_url}/openai/v1", max_retries=0
+            model="gpt-4o-mini",
+            api_key="sk-wire",
+            max_retries=0,
+            http_client=httpx.Client(transport=LoopbackTransport(base_url, "openai")),
         ),
         "ChatAnthropic": ChatAnthropic(
             model_name="claude-sonnet-4-5",

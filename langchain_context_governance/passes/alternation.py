@@ -15,13 +15,10 @@ from langchain_context_governance._added import (
     user_parts,
 )
 from langchain_context_governance._messages import as_message_list
+from langchain_context_governance._reasoning import carries_reasoning
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 
 Content = str | list[str | dict[str, Any]]
-
-# Signed thinking blocks must reach Anthropic exactly as it produced them, one
-# response each; merging two responses would present them as one and break that.
-_SIGNED_BLOCK_TYPES = frozenset({"thinking", "redacted_thinking"})
 
 
 def _as_blocks(content: Content) -> list[str | dict[str, Any]]:
@@ -39,17 +36,6 @@ def merge_contents(first: Content, second: Content) -> Content:
             return first
         return f"{first}\n\n{second}"
     return _as_blocks(first) + _as_blocks(second)
-
-
-def _has_signed_thinking(message: BaseMessage) -> bool:
-    return isinstance(message.content, list) and any(
-        isinstance(block, dict) and block.get("type") in _SIGNED_BLOCK_TYPES
-        for block in message.content
-    )
-
-
-def _has_reasoning_content(message: BaseMessage) -> bool:
-    return bool(message.additional_kwargs.get("reasoning_content"))
 
 
 def _merge_user(first: HumanMessage, second: HumanMessage) -> HumanMessage:
@@ -77,11 +63,11 @@ def can_merge_turns(previous: BaseMessage, message: BaseMessage) -> bool:
     if isinstance(previous, HumanMessage) and isinstance(message, HumanMessage):
         return True
     if isinstance(previous, AIMessage) and isinstance(message, AIMessage):
-        if _has_signed_thinking(previous) and _has_signed_thinking(message):
-            return False
-        # The merged message keeps the first one's additional_kwargs, so the second
-        # one's reasoning_content would be lost or given to the other response.
-        return not _has_reasoning_content(message)
+        # A response carrying reasoning state (signed thinking, reasoning items, thought
+        # signatures, reasoning_content) must reach the provider as its own message:
+        # merged, its thinking would no longer open it, and the merged message keeps only
+        # the first one's additional_kwargs. See rules/reasoning.py.
+        return not carries_reasoning(message)
     return False
 
 
@@ -221,10 +207,11 @@ def enforce_role_alternation(
       starts, see `_added.py`). Consecutive assistant messages merge into one, losing no
       text and no tool call: string contents are joined by a blank line, list contents
       are concatenated block by block, and an assistant message with tool calls absorbs
-      the text of a plain neighbour. System and tool messages
-      are never merged. Two assistant responses that both carry signed thinking blocks
-      are left apart, since those blocks must reach the provider as produced, and so is
-      an assistant message that carries `reasoning_content` from the one before it.
+      the text of a plain neighbour. System and tool messages are never merged. An
+      assistant response that carries reasoning state (signed thinking blocks, OpenAI
+      reasoning items, Gemini thought signatures, `reasoning_content`) is never merged
+      into the one before it: that state must reach the provider with its own message,
+      as produced.
     - Assistant messages at the end are dropped (no prefill). Where that would leave
       only system messages, the last dropped one becomes a user message.
     - Where the first non-system message is an assistant message, a user message with

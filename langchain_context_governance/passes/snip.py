@@ -11,6 +11,7 @@ from langchain_core.messages.utils import MessageLikeRepresentation
 
 from langchain_context_governance._added import added_kind, without_added_parts
 from langchain_context_governance._messages import as_message_list
+from langchain_context_governance._reasoning import thinking_tool_loop_start
 from langchain_context_governance.passes._budget import task_pin_limit, validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.alternation import merge_leading_user_turns
@@ -56,17 +57,31 @@ def newest_groups_within(
     *,
     stop: int = 0,
 ) -> int:
-    """Index where the newest whole groups (after `stop`) that fit in `budget` begin."""
+    """Index where the newest whole groups (after `stop`) that fit in `budget` begin.
+
+    A tool loop that opens with a thinking block counts as one group: Anthropic wants its
+    opening message with the rest of it.
+    """
     start = len(messages)
     used = 0
+    loop = thinking_tool_loop_start(messages)
     while start > stop:
         begin = max(group_start(messages, start), stop)
+        if loop is not None and begin > loop:
+            begin = max(loop, stop)
         cost = sum(counter.count_message(message) for message in messages[begin:start])
         if used + cost > budget:
             break
         used += cost
         start = begin
     return start
+
+
+def _newest_group_start(messages: list[BaseMessage]) -> int:
+    """Where the newest group begins; a tool loop that opens with thinking is one group."""
+    newest = group_start(messages, len(messages))
+    loop = thinking_tool_loop_start(messages)
+    return newest if loop is None else min(newest, loop)
 
 
 def _extend_to_group_start(messages: list[BaseMessage], start: int) -> int:
@@ -80,10 +95,11 @@ def _extend_to_group_start(messages: list[BaseMessage], start: int) -> int:
 
 
 def _last_user_before(messages: list[BaseMessage], end: int) -> int | None:
-    """The latest user's own message before `end` (a note or turn governance added, such
-    as one stored by an earlier cut, is never pinned)."""
+    """The latest user turn before `end`; a note an earlier cut stored (LangGraph's replace
+    mode) is never pinned, a turn the repairs made to open the conversation may be."""
     for index in range(end - 1, -1, -1):
-        if is_task_candidate(messages[index]):
+        message = messages[index]
+        if isinstance(message, HumanMessage) and added_kind(message) != "cut-note":
             return index
     return None
 
@@ -187,7 +203,7 @@ def _kept_after_task(
         start = newest_groups_within(after, counter, budget, stop=stop)
     if start == len(after) and stop < len(after):
         # An oversized request beats an invalid one: keep the newest whole group.
-        start = max(group_start(after, len(after)), stop)
+        start = max(_newest_group_start(after), stop)
     pins = [task_copy] if pinned is None else [task_copy, after[pinned]]
     return [*pins, *after[start:]]
 
@@ -208,7 +224,7 @@ def _kept_part(
     start = newest_groups_within(rest, counter, budget, stop=after_pin)
     if start == len(rest) and after_pin < len(rest):
         # An oversized request beats an invalid one: keep the newest whole group.
-        start = max(group_start(rest, len(rest)), after_pin)
+        start = max(_newest_group_start(rest), after_pin)
     return [rest[pinned], *rest[start:]]
 
 

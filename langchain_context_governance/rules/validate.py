@@ -1,8 +1,8 @@
 """What each chat-model provider accepts, and a validator that reports every rule a request breaks.
 
-The rules live in one table, `langchain_context_governance.rules.RULES`; every rule carries
-the provider's own wording (its documentation or the text of its 400 error) so a violation
-can be traced to the error it prevents. This module runs their checks.
+The rules live in one table, `langchain_context_governance.rules.table.RULES`; every rule
+carries the provider's own wording (its documentation or the text of its 400 error) so a
+violation can be traced to the error it prevents. This module runs their checks.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 from langchain_core.messages.utils import MessageLikeRepresentation
 
 from langchain_context_governance._messages import as_message_list
-from langchain_context_governance.rules.table import PROVIDERS, Violation, rules_named
+from langchain_context_governance.rules.profile import resolve_profile
+from langchain_context_governance.rules.table import PROVIDERS, Violation
 
 __all__ = ["PROVIDERS", "Violation", "validate_messages"]
 
@@ -48,26 +49,4 @@ def validate_messages(
         []
     """
     request = as_message_list(messages)
-    template_violations: list[Violation] = []
-    template_rules: tuple[str, ...] = ()
-    if chat_template is not None:
-        from langchain_context_governance.rules.templates import (
-            chat_template_violation,
-            rules_for_chat_template,
-        )
-
-        template_rules = rules_for_chat_template(chat_template)
-        violation = chat_template_violation(chat_template, request, tools=tools)
-        template_violations = [] if violation is None else [violation]
-    rules = rules_named(provider, template_rules)
-    empty = [
-        violation
-        for rule in rules
-        if rule.name == "request-has-a-turn"
-        for violation in rule.check(request)
-    ]
-    if empty:
-        return [*template_violations, *empty]
-    violations = [violation for rule in rules for violation in rule.check(request)]
-    violations.sort(key=lambda violation: violation.index)
-    return [*template_violations, *violations]
+    return resolve_profile(provider, chat_template=chat_template).check(request, tools=tools)

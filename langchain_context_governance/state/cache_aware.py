@@ -57,6 +57,7 @@ from langchain_context_governance._messages import (
     iter_declared_tool_calls,
     message_fingerprint,
 )
+from langchain_context_governance._reasoning import thinking_tool_loop_start
 from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.cut_note import cut_note
@@ -565,6 +566,11 @@ class CacheAwareReplay:
         request over budget.
         """
         newest = group_start(history, end)
+        # A tool loop that opens with a thinking block is cut whole or not at all (where
+        # an earlier call point cut its opening already, nothing is left to keep whole).
+        loop = thinking_tool_loop_start(history, end)
+        if loop is not None and loop >= decisions.cut:
+            newest = min(newest, loop)
         while decisions.cut < newest and self._corrected_total(decisions) > low:
             start = decisions.cut
             stop = _group_end(history, start, end)

@@ -12,7 +12,8 @@ import pytest
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from langchain_context_governance import ContextGovernor, GovernanceReport
+from langchain_context_governance import ContextGovernor, GovernanceReport, model_settings
+from langchain_context_governance.model_settings import provider_for_model, settings_for_model
 
 
 def windowless_model() -> GenericFakeChatModel:
@@ -140,3 +141,150 @@ def test_the_report_reads_in_one_line() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert "\n" not in str(ContextGovernor().govern([HumanMessage("hi")]).report)
+
+
+# --- the provider profile, picked from the model -----------------------------------------
+
+
+def fake_model_class(module: str, name: str, base: type = object) -> type:
+    """A class as an integration package we do not install would define it."""
+    return type(name, (base,), {"__module__": module})
+
+
+def bedrock(model_id: str) -> Any:
+    model = fake_model_class("langchain_aws.chat_models.bedrock_converse", "ChatBedrockConverse")()
+    model.model_id = model_id
+    return model
+
+
+def hugging_face(chat_template: str | None) -> Any:
+    model = fake_model_class("langchain_huggingface.chat_models.huggingface", "ChatHuggingFace")()
+    model.tokenizer = type("Tokenizer", (), {"chat_template": chat_template})()
+    return model
+
+
+@pytest.mark.parametrize(
+    ("model", "provider"),
+    [
+        (lambda: bedrock("anthropic.claude-3-5-sonnet-20240620-v1:0"), "anthropic"),
+        (lambda: bedrock("us.anthropic.claude-sonnet-4-5-20250929-v1:0"), "anthropic"),
+        (lambda: bedrock("mistral.mistral-large-2407-v1:0"), "mistral"),
+        (lambda: bedrock("meta.llama3-1-70b-instruct-v1:0"), "strict"),
+        (lambda: bedrock("amazon.nova-pro-v1:0"), "strict"),
+        (
+            lambda: fake_model_class("langchain_community.chat_models.zhipuai", "ChatZhipuAI")(),
+            "glm",
+        ),
+        (
+            lambda: fake_model_class("langchain_google_vertexai.chat_models", "ChatVertexAI")(),
+            "gemini",
+        ),
+        (
+            lambda: fake_model_class(
+                "langchain_google_vertexai.model_garden", "ChatAnthropicVertex"
+            )(),
+            "anthropic",
+        ),
+        (lambda: hugging_face(None), "strict"),
+    ],
+)
+def test_the_profile_of_packages_that_are_not_installed(model: Any, provider: str) -> None:
+    assert provider_for_model(model()).provider == provider
+
+
+def test_a_tokenizer_chat_template_is_the_model_s_rules() -> None:
+    template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    choice = provider_for_model(hugging_face(template))
+    assert choice.provider == "openai" and choice.known
+    settings = settings_for_model(hugging_face(template))  # type: ignore[arg-type]
+    assert (settings["provider"], settings["chat_template"]) == ("openai", template)
+
+
+@pytest.fixture
+def offline_openai(monkeypatch: pytest.MonkeyPatch) -> Any:
+    langchain_openai = pytest.importorskip("langchain_openai")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_BASE", raising=False)
+    return langchain_openai
+
+
+def test_chat_openai_is_openai_on_openai_s_api_and_strict_on_another_server(
+    offline_openai: Any,
+) -> None:
+    chat_openai = offline_openai.ChatOpenAI
+    assert provider_for_model(chat_openai(model="gpt-4o", api_key="sk-x")).provider == "openai"
+    local = chat_openai(model="qwen3", api_key="x", base_url="http://localhost:8000/v1")
+    assert provider_for_model(local).provider == "strict"
+    assert "localhost" in provider_for_model(local).reason
+    template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    assert provider_for_model(local, chat_template=template).provider == "openai"
+    zhipu = chat_openai(
+        model="glm-4.6", api_key="x", base_url="https://open.bigmodel.cn/api/paas/v4"
+    )
+    assert provider_for_model(zhipu).provider == "glm"
+    azure = offline_openai.AzureChatOpenAI(
+        azure_endpoint="https://example.openai.azure.com",
+        api_key="x",
+        api_version="2024-10-21",
+        azure_deployment="gpt-4o",
+    )
+    assert provider_for_model(azure).provider == "openai"
+
+
+def test_another_integration_built_on_chat_openai_is_not_taken_for_openai(
+    offline_openai: Any,
+) -> None:
+    """ChatDeepSeek and others subclass langchain-openai's classes but talk to other APIs."""
+    deepseek = fake_model_class(
+        "langchain_deepseek.chat_models", "ChatDeepSeek", offline_openai.ChatOpenAI
+    )
+    model = deepseek(model="deepseek-chat", api_key="x")
+    assert provider_for_model(model).provider == "strict"
+    mine = fake_model_class("my_agent.models", "MyChatOpenAI", offline_openai.ChatOpenAI)
+    assert provider_for_model(mine(model="gpt-4o", api_key="x")).provider == "openai"
+
+
+def test_from_model_picks_the_profile_and_explicit_provider_wins() -> None:
+    anthropic = pytest.importorskip("langchain_anthropic")
+    model = anthropic.ChatAnthropic(model_name="claude-sonnet-4-5", api_key="x", stop=None)
+    governor = ContextGovernor.from_model(model.bind_tools([]))
+    assert governor.provider == "anthropic"
+    assert governor.profile.name == "anthropic"
+    assert governor.govern([HumanMessage("hi")]).report.profile == "anthropic"
+    assert "profile anthropic" in str(governor.govern([HumanMessage("hi")]).report)
+    assert ContextGovernor.from_model(model, provider="strict").provider == "strict"
+
+
+def test_an_unknown_model_class_gets_strict_and_one_info_line(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(model_settings, "_logged", set())
+    unknown = fake_model_class("someone_elses_sdk.chat", "ChatSomething")
+    with caplog.at_level(logging.INFO, logger="langchain_context_governance"):
+        for _ in range(3):
+            settings = settings_for_model(unknown())  # type: ignore[arg-type]
+    assert settings["provider"] == "strict"
+    said = [
+        record.getMessage() for record in caplog.records if "ChatSomething" in record.getMessage()
+    ]
+    assert len(said) == 1
+    assert "'strict' profile" in said[0] and "provider=" in said[0]
+
+
+def test_an_output_limit_as_large_as_the_window_reserves_a_quarter_of_it(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ChatMistralAI's profile lists 262,144 tokens of output for a 262,144-token window."""
+    monkeypatch.setattr(model_settings, "_logged", set())
+    mistralai = pytest.importorskip("langchain_mistralai")
+    model = mistralai.ChatMistralAI(model="mistral-large-latest", api_key="x")
+    window = model.profile["max_input_tokens"]
+    assert model.profile["max_output_tokens"] >= window
+    with caplog.at_level(logging.INFO, logger="langchain_context_governance"):
+        governor = ContextGovernor.from_model(model)
+    assert governor.provider == "mistral"
+    assert governor.max_output_tokens == window // 4
+    assert governor.budget == window - window // 4 - governor.safety_buffer
+    assert any("a quarter of the window" in record.getMessage() for record in caplog.records)
+    chosen = ContextGovernor.from_model(model, max_output_tokens=8_000)
+    assert chosen.max_output_tokens == 8_000

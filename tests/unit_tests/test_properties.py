@@ -132,14 +132,35 @@ def _pairing_breaks(messages: list[BaseMessage]) -> Iterator[str]:
                 yield f"calls of message {index} are not answered once each right after it"
 
 
+def opens_with_thinking(message: BaseMessage) -> bool:
+    content = message.content
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and blocks(message)[0].get("type")
+        in (
+            "thinking",
+            "redacted_thinking",
+        )
+    )
+
+
 def minimal_request(request: list[BaseMessage]) -> list[BaseMessage]:
-    """System messages, the last user message and, after it, the newest complete tool group."""
+    """System messages, the last user message and, after it, the newest complete tool group.
+
+    A tool loop whose first response opens with a thinking block is one group: Anthropic
+    wants that response with the rest of the loop, so it is never cut inside.
+    """
     systems = [m for m in request if isinstance(m, SystemMessage)]
     last_user = max(i for i, m in enumerate(request) if isinstance(m, HumanMessage))
     group: list[BaseMessage] = []
     if isinstance(request[-1], ToolMessage):
         newest_call = max(i for i, m in enumerate(request) if isinstance(m, AIMessage))
-        group = request[max(newest_call, last_user + 1) :]
+        opening = next(
+            i for i in range(last_user + 1, len(request)) if isinstance(request[i], AIMessage)
+        )
+        start = opening if opens_with_thinking(request[opening]) else newest_call
+        group = request[max(start, last_user + 1) :]
     return [*systems, request[last_user], *group]
 
 

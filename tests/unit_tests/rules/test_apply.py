@@ -18,11 +18,8 @@ from langchain_context_governance import (
     apply_provider_rules,
 )
 from langchain_context_governance.passes.backfill import BACKFILL_CONTENT
-from langchain_context_governance.rules.apply import (
-    UNNAMED_TOOL,
-    apply_provider_rules_with_count,
-    stable_tool_call_id,
-)
+from langchain_context_governance.rules.apply import apply_provider_rules_with_count
+from langchain_context_governance.rules.ids import UNNAMED_TOOL, stable_tool_call_id
 from langchain_context_governance.rules.validate import PROVIDERS, validate_messages
 from tests.builders import ai_calls, call, result
 from tests.oracles import mistral_common_accepts
@@ -412,3 +409,18 @@ def test_a_request_of_blank_system_messages_only_still_has_a_user_turn() -> None
     """Anthropic: "messages: at least one message is required"."""
     out = apply_provider_rules([SystemMessage("")], provider="gemini")
     assert [(m.type, m.content) for m in out] == [("human", SYNTHETIC_USER_CONTENT)]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_ids_and_names_with_lone_surrogates_are_repaired_not_crashed_on(provider: str) -> None:
+    """A lone surrogate (JSON "\\udc80") cannot be encoded as UTF-8; the id is hashed anyway."""
+    bad_id, bad_name = "call\udc80x", "gr\ud800ep"
+    history = [
+        HumanMessage("hi"),
+        ai_calls(call(bad_id, bad_name, q="\udcff"), {**call("", "plain"), "id": None}),
+        result(bad_id, "r", name=bad_name),
+    ]
+    result_ = ContextGovernor(provider=provider).govern(history)
+    assert not result_.report.fell_back
+    assert validate_messages(result_.messages, provider=provider) == []
+    assert len(stable_tool_call_id(bad_id)) == 9

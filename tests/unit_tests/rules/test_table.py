@@ -15,7 +15,6 @@ from langchain_core.messages import (
 )
 
 from langchain_context_governance.rules.apply import apply_provider_rules_with_count
-from langchain_context_governance.rules.repairs import SYNTHETIC_ASSISTANT_CONTENT
 from langchain_context_governance.rules.table import (
     HOSTED_PROFILES,
     PROFILES,
@@ -23,11 +22,14 @@ from langchain_context_governance.rules.table import (
     RULES,
     rules_named,
 )
+from langchain_context_governance.rules.turns import SYNTHETIC_ASSISTANT_CONTENT
 from langchain_context_governance.rules.validate import validate_messages
 from tests.builders import ai_calls, call, result
 from tests.unit_tests.conftest import MutationGuard
 
 C1, C2, C3 = "call00001", "call00002", "call00003"
+GEMINI_SIGNATURES = "__gemini_function_call_thought_signatures__"
+SIGNED_THINKING = {"type": "thinking", "thinking": "hm", "signature": "EqQB"}
 
 
 def tool_use(call_id: str, name: str = "search") -> dict[str, Any]:
@@ -98,6 +100,37 @@ BROKEN: dict[str, list[BaseMessage]] = {
         HumanMessage("b"),
     ],
     "request-has-a-turn": [SystemMessage("s")],
+    "signed-thinking-blocks": [
+        HumanMessage("hi"),
+        AIMessage([{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "a"}]),
+        HumanMessage("?"),
+    ],
+    "reasoning-items-with-their-output": [
+        HumanMessage("hi"),
+        AIMessage([{"type": "reasoning", "id": "rs_1", "summary": []}]),
+        HumanMessage("?"),
+    ],
+    "thought-signatures-with-their-calls": [
+        HumanMessage("hi"),
+        ai_calls(call(C1)).model_copy(
+            update={"additional_kwargs": {GEMINI_SIGNATURES: {"x": "s"}}}
+        ),
+        result(C1),
+    ],
+    "reasoning-content-with-tool-calls": [
+        HumanMessage("hi"),
+        ai_calls(call(C1)).model_copy(update={"additional_kwargs": {"reasoning_content": "r"}}),
+        result(C1),
+        ai_calls(call(C2)),
+        result(C2),
+    ],
+    "thinking-opens-the-tool-loop": [
+        HumanMessage("hi"),
+        ai_calls(call(C1)),
+        result(C1),
+        AIMessage([SIGNED_THINKING], tool_calls=[call(C2)]),
+        result(C2),
+    ],
 }
 
 
