@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint format typecheck unit notebooks fuzz bench scale scale-ci clean
+.PHONY: install demo test lint format typecheck unit notebooks fuzz bench bfcl-wheel scale scale-ci clean
 
 $(BIN)/activate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,16 @@ test: lint typecheck unit notebooks
 fuzz: install
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -q -m fuzz tests
 
-bench: install
+# The tool-heavy replay reads the bfcl-eval wheel (data and tool backends) as a zip at run
+# time; it is downloaded once to a cache outside the repository, never installed or copied.
+BFCL_CACHE ?= $(HOME)/.cache/langchain-context-governance/bfcl
+
+bfcl-wheel: install
+	@ls $(BFCL_CACHE)/bfcl_eval-*.whl >/dev/null 2>&1 || \
+		$(BIN)/python -m pip download --quiet --no-deps bfcl-eval -d $(BFCL_CACHE) || \
+		echo "bfcl-eval could not be downloaded: the tool-heavy replay will be skipped"
+
+bench: install bfcl-wheel
 	$(BIN)/python benchmarks/run.py
 
 # A LangGraph agent on a throwaway PostgreSQL cluster (installed from Debian's packages when

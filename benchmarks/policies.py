@@ -44,6 +44,7 @@ __all__ = [
     "loop_policies",
     "microcompact_keep_newest",
     "timing_policies",
+    "tool_heavy_policies",
 ]
 
 RequestBuilder = Callable[[list[BaseMessage]], list[BaseMessage]]
@@ -187,8 +188,15 @@ def governor_policies(budget: int, *, token_counter: str = "approximate") -> lis
     return policies
 
 
-def governor_watermark_policy(budget: int, *, high: float, low: float) -> NamedPolicy:
-    """The governor at its defaults but for the two watermarks."""
+def governor_watermark_policy(
+    budget: int,
+    *,
+    high: float,
+    low: float,
+    tools: Sequence[Any] | None = None,
+    exclude_tools: frozenset[str] = frozenset(),
+) -> NamedPolicy:
+    """The governor at its defaults but for the two watermarks (and the tools it is sent)."""
     from langchain_context_governance import ContextGovernor
 
     def make() -> RequestBuilder:
@@ -198,10 +206,43 @@ def governor_watermark_policy(budget: int, *, high: float, low: float) -> NamedP
             safety_buffer=GOVERNOR_SAFETY_BUFFER,
             high_watermark=high,
             low_watermark=low,
+            tools=tools,
+            exclude_tools=exclude_tools,
         )
         return governor.invoke
 
     return NamedPolicy(f"ContextGovernor(high={high}, low={low})", make)
+
+
+def tool_heavy_policies(
+    budget: int, *, tools: Sequence[Any], tools_tokens: int, exclude_tools: frozenset[str]
+) -> list[NamedPolicy]:
+    """The policies of the tool-heavy replay: the tool definitions are sent with every
+    request, so trim_messages gets what they leave of the budget; the governor counts them."""
+    policies = [trim_policy(TRIM_APPROXIMATE, budget - tools_tokens, lambda: "approximate")]
+    if not governor_available():
+        return policies
+    from langchain_context_governance import ContextGovernor
+
+    window = budget + GOVERNOR_MAX_OUTPUT_TOKENS + GOVERNOR_SAFETY_BUFFER
+
+    def policy(label: str, **settings: Any) -> NamedPolicy:
+        def make() -> RequestBuilder:
+            return ContextGovernor(
+                context_window_tokens=window,
+                max_output_tokens=GOVERNOR_MAX_OUTPUT_TOKENS,
+                safety_buffer=GOVERNOR_SAFETY_BUFFER,
+                tools=list(tools),
+                exclude_tools=exclude_tools,
+                **settings,
+            ).invoke
+
+        return NamedPolicy(f"ContextGovernor({label})", make)
+
+    policies.append(policy("approximate"))
+    for mode in _compaction_modes(ContextGovernor):
+        policies.append(policy(f"approximate, compaction={mode!r}", compaction=mode))
+    return policies
 
 
 def governor_defaults() -> dict[str, Any]:

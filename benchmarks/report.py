@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from benchmarks.fidelity import FidelityCounts
 from benchmarks.loop import LoopResult
 from benchmarks.policies import (
     GOVERNOR_APPROXIMATE,
@@ -374,6 +375,24 @@ def render_targets(targets: Sequence[Target]) -> str:
     return "\n".join(f"{labels[t.passed]}  {t.description} ({t.detail})" for t in targets)
 
 
+FIDELITY_HEADER = (
+    "current turn lost",
+    "task lost",
+    "excluded lost",
+    "needed facts visible",
+)
+
+
+def fidelity_cells(counts: FidelityCounts) -> list[str]:
+    share = counts.facts_share
+    return [
+        f"{counts.current_lost}/{counts.current_checked}",
+        f"{counts.task_lost}/{counts.task_checked}",
+        f"{counts.excluded_lost}/{counts.excluded_checked}" if counts.excluded_checked else "-",
+        "-" if share is None else f"{share:.1%} ({counts.facts_needed:,})",
+    ]
+
+
 def trajectory_table(results: Mapping[str, Sequence[TrajectoryResult]], *, baseline: str) -> str:
     """Every policy over all trajectories: what the model sees, and what it costs."""
     header = [
@@ -381,8 +400,7 @@ def trajectory_table(results: Mapping[str, Sequence[TrajectoryResult]], *, basel
         "calls",
         "rejected",
         "over budget",
-        "task lost",
-        "latest user lost",
+        *FIDELITY_HEADER,
         "original share",
         "hit ratio",
         "priced cost",
@@ -400,8 +418,7 @@ def trajectory_table(results: Mapping[str, Sequence[TrajectoryResult]], *, basel
                 f"{total.calls:,}",
                 str(total.rejected),
                 str(total.over_budget),
-                f"{total.task_lost}/{total.task_checked}",
-                f"{total.latest_lost}/{total.latest_checked}",
+                *fidelity_cells(total.fidelity),
                 f"{share:.0%}",
                 f"{total.hit_ratio:.1%}",
                 f"{total.priced_cost:,.0f}",
@@ -422,7 +439,7 @@ def trajectory_detail_table(results: Sequence[TrajectoryResult]) -> str:
             str(r.calls),
             f"{r.hit_ratio:.1%}",
             str(r.over_budget),
-            f"{r.task_lost}/{r.task_checked}",
+            f"{r.fidelity.task_lost}/{r.fidelity.task_checked}",
             str(r.unfittable),
         ]
         for r in results
@@ -440,10 +457,10 @@ def trajectory_targets(
     return [
         Target(
             f"{governor} on real trajectories: 0 rejected, 0 over budget, 0 task lost",
-            total.rejected == 0 and total.over_budget == 0 and total.task_lost == 0,
+            total.rejected == 0 and total.over_budget == 0 and total.fidelity.task_lost == 0,
             f"{total.rejected} rejected, {total.over_budget} over budget "
             f"({total.unfittable} calls where the system prompt and task alone do not fit "
-            f"not counted), {total.task_lost}/{total.task_checked} task lost",
+            f"not counted), {total.fidelity.task_lost}/{total.fidelity.task_checked} task lost",
         ),
         Target(
             f"{governor} on real trajectories: >= {LOOP_HIT_RATIO_TARGET:.0%} prefix-cache hits",
@@ -459,6 +476,71 @@ def trajectory_targets(
     ]
 
 
+def tool_heavy_table(results: Mapping[str, Sequence[TrajectoryResult]]) -> str:
+    """Every policy over the tool-heavy conversations: what the model still sees."""
+    header = [
+        "policy",
+        "calls",
+        "rejected",
+        "over budget",
+        *FIDELITY_HEADER,
+        "original share",
+        "hit ratio",
+        "priced cost",
+        "ms per call",
+    ]
+    rows = []
+    for policy, per_conversation in results.items():
+        total = combine(per_conversation)
+        share = sum(total.original_share) / total.calls if total.calls else 0.0
+        rows.append(
+            [
+                policy,
+                f"{total.calls:,}",
+                str(total.rejected),
+                str(total.over_budget),
+                *fidelity_cells(total.fidelity),
+                f"{share:.0%}",
+                f"{total.hit_ratio:.1%}",
+                f"{total.priced_cost:,.0f}",
+                f"{1000 * total.seconds / max(total.calls, 1):.2f}",
+            ]
+        )
+    return markdown_table(header, rows)
+
+
+def tool_heavy_targets(
+    results: Mapping[str, Sequence[TrajectoryResult]], *, governor: str, trim: str
+) -> list[Target]:
+    if governor not in results:
+        return [Target("ContextGovernor tool-heavy targets", None, "governor not available")]
+    mine = combine(results[governor])
+    fidelity = mine.fidelity
+    peers = {name: combine(per) for name, per in results.items() if name != governor}
+    best_peer = max((peer.fidelity.facts_share or 0.0 for peer in peers.values()), default=0.0)
+    share = fidelity.facts_share or 0.0
+    trim_hits = peers[trim].hit_ratio if trim in peers else 0.0
+    return [
+        Target(
+            f"{governor} tool-heavy: 0 current turn lost, 0 task lost, 0 excluded lost",
+            fidelity.current_lost == 0 and fidelity.task_lost == 0 and fidelity.excluded_lost == 0,
+            f"{fidelity.current_lost}/{fidelity.current_checked} current turn, "
+            f"{fidelity.task_lost}/{fidelity.task_checked} task, "
+            f"{fidelity.excluded_lost}/{fidelity.excluded_checked} excluded lost",
+        ),
+        Target(
+            f"{governor} tool-heavy: needed facts visible >= the best of the others",
+            share >= best_peer,
+            f"{share:.1%} against {best_peer:.1%}",
+        ),
+        Target(
+            f"{governor} tool-heavy: more prefix-cache hits than {trim}",
+            mine.hit_ratio > trim_hits,
+            f"{mine.hit_ratio:.1%} against {trim_hits:.1%}",
+        ),
+    ]
+
+
 @dataclass(frozen=True)
 class WatermarkTrial:
     """The governor at one pair of watermarks, on the real trajectories and the loop."""
@@ -468,6 +550,7 @@ class WatermarkTrial:
     trajectories: Sequence[TrajectoryResult]
     baseline: Sequence[TrajectoryResult]
     loop: Sequence[tuple[LoopResult, LoopResult]]  # (governor, ClearToolUsesEdit) per seed
+    tool_heavy: Sequence[TrajectoryResult] = ()
 
 
 def tradeoff_table(trials: Sequence[WatermarkTrial]) -> str:
@@ -477,7 +560,12 @@ def tradeoff_table(trials: Sequence[WatermarkTrial]) -> str:
         "real: hit ratio",
         "real: cost / CTU (like for like)",
         "real: original share",
+        "real: needed facts visible",
+        "real: current turn lost",
         "real: over budget",
+        "tool-heavy: needed facts visible",
+        "tool-heavy: hit ratio",
+        "tool-heavy: excluded lost",
         "loop: lowest hit ratio",
         "loop: highest cost / CTU",
         "loop: over budget",
@@ -489,6 +577,9 @@ def tradeoff_table(trials: Sequence[WatermarkTrial]) -> str:
         share = sum(total.original_share) / total.calls if total.calls else 0.0
         loop_hits = [governor.hit_ratio for governor, _ in trial.loop]
         loop_costs = [governor.priced_cost / peer.priced_cost for governor, peer in trial.loop]
+        real_facts = total.fidelity.facts_share
+        heavy = combine(trial.tool_heavy) if trial.tool_heavy else None
+        heavy_facts = heavy.fidelity.facts_share if heavy is not None else None
         rows.append(
             [
                 f"{trial.high}",
@@ -496,7 +587,14 @@ def tradeoff_table(trials: Sequence[WatermarkTrial]) -> str:
                 f"{total.hit_ratio:.1%}",
                 "-" if ratio is None else f"{ratio:.3f}",
                 f"{share:.0%}",
+                "-" if real_facts is None else f"{real_facts:.1%}",
+                f"{total.fidelity.current_lost}/{total.fidelity.current_checked}",
                 str(total.over_budget),
+                "-" if heavy_facts is None else f"{heavy_facts:.1%}",
+                "-" if heavy is None else f"{heavy.hit_ratio:.1%}",
+                "-"
+                if heavy is None
+                else f"{heavy.fidelity.excluded_lost}/{heavy.fidelity.excluded_checked}",
                 f"{min(loop_hits):.1%}" if loop_hits else "-",
                 f"{max(loop_costs):.3f}" if loop_costs else "-",
                 str(sum(governor.over_budget for governor, _ in trial.loop)),

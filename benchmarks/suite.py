@@ -11,9 +11,12 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
+from benchmarks.bfcl import TOOLS_SHARE_OF_BUDGET, find_wheel, load_conversations
 from benchmarks.concurrency import (
     CONCURRENCY_WINDOW_TOKENS,
     CONVERSATION_COUNTS,
@@ -48,6 +51,7 @@ from benchmarks.policies import (
     governor_watermark_policy,
     loop_policies,
     timing_policies,
+    tool_heavy_policies,
 )
 from benchmarks.report import (
     Target,
@@ -63,6 +67,8 @@ from benchmarks.report import (
     seed_table,
     timing_table,
     timing_targets,
+    tool_heavy_table,
+    tool_heavy_targets,
     tradeoff_table,
     trajectory_detail_table,
     trajectory_table,
@@ -99,7 +105,16 @@ HISTORY_KIND_POLICIES: dict[str, tuple[HistoryKind, ...]] = {
 DEFAULT_TRAJECTORIES = Path("../shared/real-trajectories")
 # The watermark pairs of the trade-off table (the default, 0.95/0.3, among them); every
 # other setting at its default.
-WATERMARK_GRID = ((0.95, 0.2), (0.95, 0.3), (0.95, 0.5), (0.9, 0.2), (0.9, 0.5), (0.8, 0.3))
+WATERMARK_GRID = (
+    (0.95, 0.2),
+    (0.95, 0.3),
+    (0.95, 0.5),
+    (0.95, 0.7),
+    (1.0, 0.3),
+    (1.0, 0.5),
+    (0.9, 0.3),
+    (0.8, 0.3),
+)
 PACKAGES = ("langchain-core", "langchain", "langgraph", "tiktoken")
 
 
@@ -306,7 +321,8 @@ def run_trajectories(arguments: argparse.Namespace) -> list[Target]:
         print(f"\n{GOVERNOR_APPROXIMATE} run by run:\n")
         print(trajectory_detail_table(results[GOVERNOR_APPROXIMATE]))
         if not arguments.skip_tradeoff:
-            print_tradeoff(arguments, trajectories, results[baseline], memo)
+            tool_heavy = None if arguments.skip_tool_heavy else load_tool_heavy(arguments)
+            print_tradeoff(arguments, trajectories, results[baseline], memo, tool_heavy)
     targets = trajectory_targets(results, governor=GOVERNOR_APPROXIMATE, baseline=baseline)
     print("\n" + render_targets(targets))
     return targets
@@ -317,8 +333,10 @@ def print_tradeoff(
     trajectories: Sequence[Trajectory],
     baseline: Sequence[TrajectoryResult],
     memo: MessageTokenMemo,
+    tool_heavy: ToolHeavyRun | None,
 ) -> None:
-    """The governor at each watermark pair, on the real runs and on the synthetic loop."""
+    """The governor at each watermark pair, on the real runs, the tool-heavy replay and the
+    synthetic loop."""
     seeds = range(arguments.seed, arguments.seed + arguments.loop_seeds)
     loops = {seed: build_tool_loop(arguments.loop_iterations, seed=seed) for seed in seeds}
     budget = arguments.loop_budget
@@ -340,9 +358,21 @@ def print_tradeoff(
             (simulate_loop(policy, loops[seed], budget=budget, memo=loop_memo), peers[seed])
             for seed in seeds
         ]
-        trials.append(WatermarkTrial(high, low, next(iter(real.values())), baseline, loop))
+        heavy: list[TrajectoryResult] = []
+        if tool_heavy is not None:
+            heavy = next(
+                iter(
+                    replay_tool_heavy(
+                        tool_heavy,
+                        functools.partial(_tool_heavy_watermark_policies, high=high, low=low),
+                        MessageTokenMemo(),
+                    ).values()
+                )
+            )
+        trials.append(WatermarkTrial(high, low, next(iter(real.values())), baseline, loop, heavy))
     print(
-        "\nWatermark trade-off (real: all runs above; loop: the tool loop, "
+        "\nWatermark trade-off (real: all runs above; tool-heavy: the BFCL replay below; "
+        "loop: the tool loop, "
         f"{len(loops)} seeds, budget {budget:,}; CTU = {clear_tool_uses_name()}):\n"
     )
     print(tradeoff_table(trials))
@@ -350,6 +380,100 @@ def print_tradeoff(
 
 def _watermark_policies(budget: int, *, high: float, low: float) -> list[NamedPolicy]:
     return [governor_watermark_policy(budget, high=high, low=low)]
+
+
+def _tool_heavy_watermark_policies(
+    budget: int,
+    tools: list[Any],
+    tools_tokens: int,
+    excluded: frozenset[str],
+    *,
+    high: float,
+    low: float,
+) -> list[NamedPolicy]:
+    del tools_tokens  # the governor counts the tools itself
+    return [
+        governor_watermark_policy(budget, high=high, low=low, tools=tools, exclude_tools=excluded)
+    ]
+
+
+@dataclass(frozen=True)
+class ToolHeavyRun:
+    """The conversations of the tool-heavy replay, each with its budget and tools."""
+
+    conversations: list[tuple[Trajectory, int, int, list[Any], frozenset[str]]]
+    skipped: int
+
+
+def load_tool_heavy(arguments: argparse.Namespace) -> ToolHeavyRun | None:
+    wheel = find_wheel()
+    if wheel is None:
+        return None
+    from langchain_context_governance import get_token_counter
+
+    counter = get_token_counter("approximate")
+    loaded, skipped = load_conversations(wheel, limit=arguments.tool_heavy_limit)
+    conversations = []
+    for conversation in loaded:
+        tools_tokens = counter.count_tools(conversation.tools)
+        budget = round(tools_tokens / TOOLS_SHARE_OF_BUDGET)
+        trajectory = Trajectory(conversation.name, "bfcl", conversation.messages)
+        conversations.append(
+            (trajectory, budget, tools_tokens, conversation.tools, conversation.exclude_tools)
+        )
+    return ToolHeavyRun(conversations, skipped)
+
+
+def replay_tool_heavy(
+    run: ToolHeavyRun,
+    make_policies: Callable[[int, list[Any], int, frozenset[str]], list[NamedPolicy]],
+    memo: MessageTokenMemo,
+) -> dict[str, list[TrajectoryResult]]:
+    results: dict[str, list[TrajectoryResult]] = {}
+    for trajectory, budget, tools_tokens, tools, excluded in run.conversations:
+        for policy in make_policies(budget, tools, tools_tokens, excluded):
+            result = replay_trajectory(
+                policy,
+                trajectory,
+                budget=budget - tools_tokens,
+                memo=memo,
+                exclude_tools=excluded,
+            )
+            results.setdefault(policy.name, []).append(result)
+    return results
+
+
+def _tool_heavy_policies(
+    budget: int, tools: list[Any], tools_tokens: int, excluded: frozenset[str]
+) -> list[NamedPolicy]:
+    return tool_heavy_policies(
+        budget, tools=tools, tools_tokens=tools_tokens, exclude_tools=excluded
+    )
+
+
+def run_tool_heavy(arguments: argparse.Namespace) -> list[Target]:
+    run = load_tool_heavy(arguments)
+    if run is None:
+        print(
+            "\n## Tool-heavy replay (BFCL multi-turn)\n\nSkipped: the bfcl-eval wheel is not "
+            "there (set BFCL_WHEEL, or run `make bench`, which downloads it to "
+            "~/.cache/langchain-context-governance/bfcl)."
+        )
+        return []
+    budgets = sorted(budget for _, budget, _, _, _ in run.conversations)
+    print(
+        f"\n## Tool-heavy replay: {len(run.conversations)} BFCL multi-turn conversations "
+        f"({run.skipped} skipped: they need the math backend), tool definitions "
+        f"{TOOLS_SHARE_OF_BUDGET:.0%} of each budget (median budget "
+        f"{budgets[len(budgets) // 2]:,} tokens); messages only in the token columns\n"
+    )
+    logging.getLogger("langchain_context_governance").setLevel(logging.ERROR)
+    _progress("replaying the tool-heavy conversations")
+    results = replay_tool_heavy(run, _tool_heavy_policies, MessageTokenMemo())
+    print(tool_heavy_table(results))
+    targets = tool_heavy_targets(results, governor=GOVERNOR_APPROXIMATE, trim=TRIM_APPROXIMATE)
+    print("\n" + render_targets(targets))
+    return targets
 
 
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -379,6 +503,10 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--skip-trajectories", action="store_true")
     parser.add_argument("--skip-tradeoff", action="store_true", help="no watermark trade-off table")
+    parser.add_argument("--skip-tool-heavy", action="store_true", help="no BFCL replay")
+    parser.add_argument(
+        "--tool-heavy-limit", type=int, default=None, help="replay only the first N conversations"
+    )
     parser.add_argument(
         "--skip-counting",
         action="store_true",
@@ -422,6 +550,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         targets += run_concurrency(arguments)
     if not arguments.skip_trajectories:
         targets += run_trajectories(arguments)
+    if not arguments.skip_tool_heavy:
+        targets += run_tool_heavy(arguments)
     if not arguments.skip_counting and governor_available():
         run_counting(arguments)
     print("\n## Targets\n")

@@ -7,11 +7,12 @@ gets the same input budget: 40% of the whole run's tokens (approximate counter),
 twice its system prompt, so every run is cut at some point whatever its length.
 
 Per policy and call: legality (`benchmarks.legality`), the request's tokens against the
-budget, whether the task (the run's first user message) and the latest user message are
-still there, verbatim (counted only where they fit a quarter of the budget), the share
-of the budget filled with original content (messages sent as in the history; for a user
-message that carries extra text, the original messages it contains), the prefix-cache
-hits and the priced cost of `benchmarks.loop`, and the time the policy took.
+budget, the fidelity measures of `benchmarks.fidelity` (the task and the current user
+turn verbatim where they fit a quarter of the budget, results of excluded tools, the
+needed facts still visible), the share of the budget filled with original content
+(messages sent as in the history; for a user message joined from several turns, the
+original messages it holds), the prefix-cache hits and the priced cost of
+`benchmarks.loop`, and the time the policy took.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from benchmarks.fidelity import FidelityCounts, request_text
 from benchmarks.legality import first_request_problem
 from benchmarks.loop import (
     CACHED_TOKEN_PRICE,
@@ -75,10 +77,7 @@ class TrajectoryResult(PromptCacheTotals):
     cached_tokens: list[int] = field(default_factory=list)
     original_share: list[float] = field(default_factory=list)
     rejected: int = 0
-    task_checked: int = 0
-    task_lost: int = 0
-    latest_checked: int = 0
-    latest_lost: int = 0
+    fidelity: FidelityCounts = field(default_factory=FidelityCounts)
     seconds: float = 0.0
 
     @property
@@ -107,10 +106,7 @@ def combine(results: Sequence[TrajectoryResult]) -> TrajectoryResult:
         combined.cached_tokens += result.cached_tokens
         combined.original_share += result.original_share
         combined.rejected += result.rejected
-        combined.task_checked += result.task_checked
-        combined.task_lost += result.task_lost
-        combined.latest_checked += result.latest_checked
-        combined.latest_lost += result.latest_lost
+        combined.fidelity.add(result.fidelity)
         combined.seconds += result.seconds
     return combined
 
@@ -222,11 +218,6 @@ def text_of(message: BaseMessage) -> str:
     return "\n\n".join(parts)
 
 
-def _present(message: BaseMessage, request: Sequence[BaseMessage]) -> bool:
-    wanted = text_of(message)
-    return any(type(sent) is type(message) and wanted in text_of(sent) for sent in request)
-
-
 class _Originals:
     """The sent forms of a run's messages, so a request's original content is found fast."""
 
@@ -263,20 +254,31 @@ def replay_trajectory(
     budget: int,
     memo: MessageTokenMemo,
     count: Callable[[Sequence[BaseMessage]], int] | None = None,
+    exclude_tools: frozenset[str] = frozenset(),
 ) -> TrajectoryResult:
-    """The policy's request before every assistant message of the run, measured."""
+    """The policy's request before every assistant message of the run, measured.
+
+    `budget` is what the messages may take (the tool definitions, where the policy sends
+    some, are outside it); `exclude_tools` names the tools whose results must survive.
+    """
     messages = trajectory.messages
     tokens_of = count if count is not None else memo.count_all
     originals = _Originals(messages, memo)
     build_request = policy.make()
     result = TrajectoryResult(policy.name, trajectory.name, budget)
-    limit = budget * PINNABLE_SHARE
+    limit = int(budget * PINNABLE_SHARE)
     task = next(message for message in messages if isinstance(message, HumanMessage))
     systems = memo.count_all([m for m in messages if isinstance(m, SystemMessage)])
-    fittable = systems + min(memo.count(task), int(limit)) <= budget
+    fittable = systems + min(memo.count(task), limit) <= budget
     previous: list[BaseMessage] = []
-    for point in call_points(messages):
+    points = call_points(messages)
+    earlier_text = request_text(messages[: points[0]]) if points else ""
+    read = points[0] if points else 0
+    for point in points:
         history = messages[:point]
+        if point > read:
+            earlier_text += "\n" + request_text(messages[read:point])
+            read = point
         started = time.perf_counter()
         request = build_request(history)
         result.seconds += time.perf_counter() - started
@@ -287,12 +289,19 @@ def replay_trajectory(
         result.cached_tokens.append(tokens_of(request[:shared]))
         result.original_share.append(originals.tokens(request, history) / budget)
         result.rejected += first_request_problem(request) is not None
-        if memo.count(task) <= limit:
-            result.task_checked += 1
-            result.task_lost += not _present(task, request)
-        latest = next(m for m in reversed(history) if isinstance(m, HumanMessage))
-        if latest is not task and memo.count(latest) <= limit:
-            result.latest_checked += 1
-            result.latest_lost += not _present(latest, request)
+        excluded = [
+            message
+            for message in history
+            if isinstance(message, ToolMessage) and message.name in exclude_tools
+        ]
+        result.fidelity.measure_call(
+            history,
+            request,
+            next_message=messages[point],
+            earlier_text=earlier_text,
+            pinnable=limit,
+            count=memo.count,
+            excluded=excluded,
+        )
         previous = request
     return result

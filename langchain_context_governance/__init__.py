@@ -29,8 +29,8 @@ from langchain_context_governance.rules import (
     apply_provider_rules,
     validate_messages,
 )
+from langchain_context_governance.state.cache_aware import compact_in_batches
 from langchain_context_governance.state.summary import DEFAULT_SUMMARY_PROMPT
-from langchain_context_governance.state.window import compact_in_batches
 from langchain_context_governance.tokens import (
     CacheStats,
     MessageTokenCounter,

@@ -35,7 +35,7 @@ from langchain_context_governance.rules.templates import (
     rules_for_chat_template,
 )
 from langchain_context_governance.rules.validate import PROVIDERS, Violation, validate_messages
-from langchain_context_governance.state.window import DEFAULT_KEEP_RECENT
+from langchain_context_governance.state.cache_aware import DEFAULT_KEEP_RECENT
 from langchain_context_governance.tokens.counter import COUNTER_NAMES
 from langchain_context_governance.tracing import report_as_dict
 from langchain_context_governance.transcripts import (

@@ -12,15 +12,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
-from langchain_context_governance._added import (
-    synthetic_user_turn,
-)
 from langchain_context_governance._messages import messages_to_govern
 from langchain_context_governance._settings import reject_unknown_settings
 from langchain_context_governance.errors import ContextBudgetExceeded
@@ -29,9 +26,19 @@ from langchain_context_governance.model_settings import (
     model_label,
     settings_for_model,
 )
-from langchain_context_governance.passes._budget import task_pin_limit
+from langchain_context_governance.passes._names import (
+    ALTERNATION,
+    BACKFILL,
+    DROP_ORPHANS,
+    MICROCOMPACT,
+    PASS_NAMES,
+    PROVIDER_RULES,
+    SNIP,
+    TRUNCATE,
+)
 from langchain_context_governance.passes.alternation import (
     enforce_role_alternation_with_count,
+    guarantee_user_turn,
 )
 from langchain_context_governance.passes.backfill import backfill_missing_tool_results_with_count
 from langchain_context_governance.passes.microcompact import (
@@ -42,10 +49,18 @@ from langchain_context_governance.passes.microcompact import (
 )
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
 from langchain_context_governance.passes.snip import snip_history_with_count
-from langchain_context_governance.passes.truncate import fit_to_budget
+from langchain_context_governance.passes.truncate import BudgetFit, fit_to_budget
 from langchain_context_governance.rules.profile import Profile, resolve_profile
 from langchain_context_governance.rules.templates import render_chat_template
 from langchain_context_governance.rules.validate import PROVIDERS
+from langchain_context_governance.state.cache_aware import (
+    DEFAULT_HIGH_WATERMARK,
+    DEFAULT_KEEP_RECENT,
+    DEFAULT_LOW_WATERMARK,
+    CacheAwareReplay,
+    CompactionPlan,
+    validate_watermarks,
+)
 from langchain_context_governance.state.conversation import (
     DEFAULT_MAX_CONVERSATIONS,
     Conversations,
@@ -58,7 +73,11 @@ from langchain_context_governance.state.record import (
     UnusableRecord,
     settings_digest,
 )
-from langchain_context_governance.state.repair_stream import RepairStream
+from langchain_context_governance.state.repair_stream import (
+    RepairedHistory,
+    RepairStream,
+    StreamRead,
+)
 from langchain_context_governance.state.summary import (
     DEFAULT_SUMMARY_PROMPT,
     SummaryJob,
@@ -68,14 +87,6 @@ from langchain_context_governance.state.summary import (
     summary_kept,
     summary_of_reply,
     summary_request,
-)
-from langchain_context_governance.state.window import (
-    DEFAULT_HIGH_WATERMARK,
-    DEFAULT_KEEP_RECENT,
-    DEFAULT_LOW_WATERMARK,
-    BatchedWindow,
-    WindowPlan,
-    validate_watermarks,
 )
 from langchain_context_governance.tokens.calibration import (
     Calibration,
@@ -94,6 +105,7 @@ _MIN_SUMMARY_TOKENS = 64
 # tokenizers spend seconds and gigabytes on megabytes of text without whitespace.
 _COUNTED_APPROXIMATELY_ABOVE_BUDGETS = 8
 _CHARS_PER_TOKEN = 4
+
 # What the governor calls on a `store`: LangGraph's BaseStore.
 _STORE_VERBS = ("get", "put", "aget", "aput")
 # Seconds the summary model gets before the cut keeps its plain note.
@@ -121,11 +133,19 @@ PassFunction = Callable[[list[BaseMessage]], tuple[list[BaseMessage], int | Mapp
 
 @dataclass(frozen=True)
 class GovernanceReport:
-    """What one governance run did.
+    """What one governance run did, and to which messages.
 
     `changes` maps each pass name to how many messages it changed, removed or added
     (repairs of the history count every repair the history needs, also those decided on
-    earlier calls); `budget` is None when no context window is set (no snipping).
+    earlier calls); `budget` is None when no context window is set (repairs only).
+
+    Which messages, by their index in the input list, to answer "why did the model not
+    see X?": `compacted` (results sent as the placeholder), `cut` (half-open ranges of
+    indices left out of the request; messages inside a range that are listed in `kept`
+    were sent anyway), `truncated` (messages whose text was cut to a head and a tail), and
+    `kept` (index and protection class of each message before the cut that was still
+    sent: "system", "task", "current-turn", "latest-user", "excluded-tool"). `fate(index)`
+    reads them for one message.
     """
 
     tokens_before: int
@@ -139,6 +159,10 @@ class GovernanceReport:
     # conversation (a provider's prompt cache serves them); None where unknown.
     unchanged_prefix_messages: int | None = None
     unchanged_prefix_tokens: int | None = None
+    compacted: tuple[int, ...] = ()
+    cut: tuple[tuple[int, int], ...] = ()
+    truncated: tuple[int, ...] = ()
+    kept: tuple[tuple[int, str], ...] = ()
     # How far the counter is from the provider's own counts in this conversation
     # (tokens/calibration.py); the token figures above are the counter's estimates.
     calibration_factor: float = 1.0
@@ -153,6 +177,26 @@ class GovernanceReport:
     @property
     def within_budget(self) -> bool:
         return self.budget is None or self.corrected_tokens_after <= self.budget
+
+    def fate(self, index: int) -> str:
+        """What happened to the input message at `index`: "cut", "compacted",
+        "truncated", "kept (<class>)" for a protected message before the cut, or "sent".
+
+        Example:
+            >>> report = GovernanceReport(10, 5, 8, cut=((1, 4),), kept=((2, "task"),))
+            >>> [report.fate(index) for index in range(5)]
+            ['sent', 'cut', 'kept (task)', 'cut', 'sent']
+        """
+        for position, why in self.kept:
+            if position == index:
+                return f"kept ({why})"
+        if any(start <= index < stop for start, stop in self.cut):
+            return "cut"
+        if index in self.compacted:
+            return "compacted"
+        if index in self.truncated:
+            return "truncated"
+        return "sent"
 
     def __str__(self) -> str:
         budget = "no budget" if self.budget is None else f"budget {self.budget:,}"
@@ -169,6 +213,22 @@ class GovernanceReport:
             f"messages {self.messages_before} -> {self.messages_after}"
             f"{'; ' + changed if changed else ''}{fallback}{profile}"
         )
+
+
+@dataclass(frozen=True)
+class _PipelineResult:
+    """What one run of the pipeline produced, step by step."""
+
+    request: list[BaseMessage]
+    changes: dict[str, int]
+    history: RepairedHistory
+    # The tokens of the caller's messages as they came.
+    raw_tokens: int
+    plan: CompactionPlan | None
+    # The request the last resort was given, and what it did (None where it did not run).
+    before_last_resort: list[BaseMessage]
+    fit: BudgetFit | None
+    summary_job: SummaryJob | None
 
 
 @dataclass(frozen=True)
@@ -257,27 +317,18 @@ def _validate_settings(governor: ContextGovernor) -> None:
         raise ValueError(f"provider must be one of {known}, got {governor.provider!r}")
 
 
-def ensure_user_message(messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
-    """Add a synthetic user turn to a non-empty request that has none."""
-    if not messages or any(isinstance(message, HumanMessage) for message in messages):
-        return messages, 0
-    leading_systems = 0
-    while leading_systems < len(messages) and isinstance(messages[leading_systems], SystemMessage):
-        leading_systems += 1
-    synthetic = synthetic_user_turn()
-    return [*messages[:leading_systems], synthetic, *messages[leading_systems:]], 1
-
-
 class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     """Turn a conversation into a request that is legal for the provider and fits the window.
 
     Runs before every chat-model call, on a copy: the stored history is never touched.
     The order is in `_run_pipeline`: repair the history (pairs, alternation), compact and
-    cut it to the budget (the task pinned, a note at the cut), repair the request (pairs,
-    alternation, provider rules), since cutting can break both, and as a last resort
-    shorten the largest messages where the request is still too large. Input budget =
-    `context_window_tokens - max_output_tokens - safety_buffer`; no cutting when
-    `context_window_tokens` is None.
+    cut it to the budget by protection class (the task pinned, a note at the cut as a turn
+    of its own, earlier user messages and excluded tools' calls kept while they fit),
+    guarantee the user turn, apply the provider rules, and as a last resort, only over
+    budget, shorten text by protection class (the current turn last). Input budget =
+    `context_window_tokens - max_output_tokens - safety_buffer`. With
+    `context_window_tokens=None` only the repairs run: no compaction, no cut, no
+    truncation (to compact without a budget, pipe the `microcompact` pass in front).
 
     One governor serves many conversations: each has its own state (see
     `state/conversation.py`), found by the LangGraph thread (`config["configurable"]
@@ -399,19 +450,18 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             count_message=self._counter.count_message,
             bridge=self._profile.between,
         )
-        new_window = None
+        new_replay = None
         if self.compaction == "cache_aware" and self._budget is not None:
-            new_window = self._new_window
+            new_replay = self._new_replay
         return ConversationState(
-            repairs, new_window=new_window, count_message=self._counter.count_message
+            repairs, new_replay=new_replay, count_message=self._counter.count_message
         )
 
-    def _new_window(self, tools_tokens: int) -> BatchedWindow:
+    def _new_replay(self) -> CacheAwareReplay:
         assert self._budget is not None
-        return BatchedWindow(
+        return CacheAwareReplay(
             max_tokens=self._budget,
             counter=self._counter,
-            tools_tokens=tools_tokens,
             high_watermark=self.high_watermark,
             low_watermark=self.low_watermark,
             keep_recent=self.keep_recent,
@@ -681,34 +731,28 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         it was before this run, so that a second run (with the summary) reports the
         prefix against the same request.
         """
-        plan: WindowPlan | None = None
-        job: SummaryJob | None = None
-        fell_back = False
         previous = state.previous_request
+        fixed_tokens = self._counter.request_overhead + tools_tokens
         try:
-            governed, changes, plan, job, raw_tokens = self._run_pipeline(
-                state, original, tools_tokens, overflows
+            run: _PipelineResult | None = self._run_pipeline(
+                state, original, fixed_tokens=fixed_tokens, overflows=overflows
             )
+            assert run is not None
+            governed, changes = run.request, run.changes
         except Exception:
             logger.exception("context governance failed; sending the minimal repair instead")
             state.start_over()
             governed, changes = self._run_minimal_repair(original)
-            raw_tokens = None
-            fell_back = True
-        governed, added = ensure_user_message(governed)
-        if added:
-            changes["enforce_role_alternation"] = changes.get("enforce_role_alternation", 0) + 1
-        report = GovernanceReport(
-            budget=self._budget,
-            changes=changes,
-            messages_before=len(original),
-            messages_after=len(governed),
-            fell_back=fell_back,
-            calibration_factor=self._calibration_for(plan, overflows).factor,
-            profile=self._profile.name,
-            **self._measure(original, raw_tokens, governed, plan, tools_tokens),
+            run = None
+        calibration = self._calibration_for(run.plan if run is not None else None, overflows)
+        report = self._report(
+            original, governed, changes, run, fixed_tokens=fixed_tokens, calibration=calibration
         )
         logger.debug("context governance report: %s", report)
+        job = run.summary_job if run is not None else None
+        fit = run.fit if run is not None else None
+        if job is None and fit is not None and fit.current_turn_truncated and fit.within_budget:
+            _warn_current_turn_truncated(report)
         if job is None and not report.within_budget:
             assert report.budget is not None
             if self.on_over_budget == "raise":
@@ -721,7 +765,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return GovernanceResult(messages=list(governed), report=report), job, previous
 
     def _summary_job(
-        self, state: ConversationState, history: Sequence[BaseMessage], plan: WindowPlan
+        self, state: ConversationState, history: Sequence[BaseMessage], plan: CompactionPlan
     ) -> SummaryJob | None:
         """What the summary of this call's cut is made of, where one is wanted and missing."""
         if self._summary_model is None or plan.cut == 0 or plan.omitted == 0:
@@ -755,11 +799,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return summary_of_reply(reply, job)
 
     def _calibration_for(
-        self, plan: WindowPlan | None, overflows: Sequence[Overflow]
+        self, plan: CompactionPlan | None, overflows: Sequence[Overflow]
     ) -> Calibration:
-        """The calibration this call compares with thresholds: the window's (learned from
+        """The calibration this call compares with thresholds: the replay's (learned from
         the history), else what this call's refusals for length taught."""
-        if plan is not None:
+        if plan is not None and self.compaction == "cache_aware":
             return plan.calibration
         calibration = Calibration()
         for overflow in overflows:
@@ -771,136 +815,170 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         self,
         state: ConversationState,
         messages: list[BaseMessage],
-        tools_tokens: int,
+        *,
+        fixed_tokens: int,
         overflows: Sequence[Overflow] = (),
-    ) -> tuple[list[BaseMessage], dict[str, int], WindowPlan | None, SummaryJob | None, int]:
-        """The passes in their order, on the conversation's state.
+    ) -> _PipelineResult:
+        """The steps, in their order; each returns what it made.
 
-        1. Repair the history: pairs and alternation, each group decided once (what the
-           repairs add counts against the budget before cutting).
-        2. Compact and cut to the budget: the cache-aware window, replayed incrementally,
-           or the keep-recent microcompact and snip.
-        3. Repair the request: cutting can break pairs and alternation; the provider
-           profile runs on the request alone.
-        4. The last resort, where the request is still too large: compact the newest
-           results, then shorten the largest messages (`on_over_budget="truncate"`).
-
-        `tools_tokens` are what this call's tool definitions take of the budget. Returns
-        the request, the changes by pass, the window's plan, the summary the cut needs
-        and the tokens of `messages` as they came.
-
-        Thresholds compare counts corrected by the calibration (tokens/calibration.py):
-        the window's, learned from the sizes the history reports, and `overflows`.
+        1. Repair the history: pairs, the provider rules of each group, and alternation
+           between groups, each group decided once (what the repairs add counts against
+           the budget before cutting).
+        2. Compact and cut to the budget by protection class (only with a budget): the
+           cache-aware replay, or the keep-recent microcompact and snip. A cut leaves a
+           note, its own user turn, joined with the user turns it meets as separate blocks.
+        3. Guarantee the request's user turn (the one place that does).
+        4. The provider rules that need the whole request.
+        5. The last resort, only where the request is still over budget: compact the
+           newest results, then cut text by protection class, the current turn last.
+        Pairing and alternation run once, in step 1: compaction and cuts keep whole
+        groups and join the user turns they bring together. The rules run before the last
+        resort, which measures what is sent and only shortens text. Thresholds compare
+        counts corrected by the calibration (tokens/calibration.py): the replay's, learned
+        from the sizes the history reports, and `overflows`.
         """
-        read = state.read(messages)
+        read = self._repair_history(state, messages)
         history = read.history
+        plan = self._compact_and_cut(state, read, fixed_tokens=fixed_tokens, overflows=overflows)
         changes = dict(read.changes)
-        plan = state.plan(history, tools_tokens=tools_tokens, overflows=overflows)
-        job: SummaryJob | None = None
+        request = history.to_list() if plan is None else plan.messages
         if plan is not None:
-            job = self._summary_job(state, history, plan)
-            request = plan.messages
-            changes["microcompact"] = plan.compacted
-            changes["snip_history"] = plan.removed
-        else:
-            steps: list[tuple[str, PassFunction]] = [("microcompact", self._microcompact)]
-            if self._budget is not None:
-                snip = functools.partial(
-                    self._snip,
-                    tools_tokens=tools_tokens,
-                    calibration=self._calibration_for(None, overflows),
-                )
-                steps.append(("snip_history", snip))
-            request, changes = _run_steps(history.to_list(), steps, changes)
-        request, changes = _run_steps(request, self._request_repairs(), changes)
-        if self._budget is not None and self.on_over_budget != "warn":
-            # The window measured its request; a request the repairs left alone is not
-            # counted again.
-            measured = plan.tokens_after if plan is not None and request is plan.messages else None
-            fit = functools.partial(
-                self._fit_to_budget,
-                measured=measured,
-                tools_tokens=tools_tokens,
-                calibration=self._calibration_for(plan, overflows),
-            )
-            request, changes = _run_steps(request, [("truncate", fit)], changes)
-        if not request and any(not isinstance(m, ToolMessage) for m in messages):
-            # Only blank messages were left; a request needs something to answer.
-            request = [synthetic_user_turn()]
-            changes["apply_provider_rules"] = changes.get("apply_provider_rules", 0) + 1
-        return request, changes, plan, job, read.raw_tokens
+            changes[MICROCOMPACT] = plan.compacted
+            changes[SNIP] = plan.removed
+        has_conversation = any(not isinstance(message, ToolMessage) for message in messages)
+        request, added = guarantee_user_turn(request, has_conversation=has_conversation)
+        changes[ALTERNATION] = changes.get(ALTERNATION, 0) + added
+        request, rules = self._profile.repair(request)
+        for name, count in rules.items():
+            changes[name] = changes.get(name, 0) + count
+        measured = plan.tokens_after if plan is not None and request is plan.messages else None
+        before_last_resort = request
+        fit = self._last_resort(
+            request,
+            fixed_tokens=fixed_tokens,
+            measured=measured,
+            calibration=self._calibration_for(plan, overflows),
+        )
+        if fit is not None:
+            request = fit.messages
+            changes[MICROCOMPACT] = changes.get(MICROCOMPACT, 0) + len(fit.compacted)
+            changes[TRUNCATE] = len(fit.truncated)
+        job = None if plan is None else self._summary_job(state, history, plan)
+        return _PipelineResult(
+            request, changes, history, read.raw_tokens, plan, before_last_resort, fit, job
+        )
 
-    def _request_repairs(self) -> list[tuple[str, PassFunction]]:
-        return [
-            *_PAIR_REPAIRS,
-            ("enforce_role_alternation", enforce_role_alternation_with_count),
-            ("apply_provider_rules", self._profile.repair),
-        ]
+    def _repair_history(self, state: ConversationState, messages: list[BaseMessage]) -> StreamRead:
+        """Step 1: the history repaired group by group (see state/repair_stream.py)."""
+        return state.read(messages)
 
-    def _measure(
+    def _compact_and_cut(
+        self,
+        state: ConversationState,
+        read: StreamRead,
+        *,
+        fixed_tokens: int,
+        overflows: Sequence[Overflow],
+    ) -> CompactionPlan | None:
+        """Step 2: compaction and cuts; None without a budget (repairs only)."""
+        if self._budget is None:
+            return None
+        history = read.history
+        plan = state.plan(history, fixed_tokens=fixed_tokens, overflows=overflows)
+        if plan is not None:
+            return plan
+        messages = history.to_list()
+        compacted, compacted_count = self._microcompact(messages)
+        snipped, removed = self._snip(
+            compacted,
+            fixed_tokens=fixed_tokens,
+            calibration=self._calibration_for(None, overflows),
+        )
+        return CompactionPlan(
+            messages=snipped,
+            compacted=compacted_count,
+            removed=removed,
+            tokens_before=fixed_tokens + read.raw_tokens,
+            tokens_after=self._counter.count_messages(snipped)
+            - self._counter.request_overhead
+            + fixed_tokens,
+        )
+
+    def _last_resort(
+        self,
+        request: list[BaseMessage],
+        *,
+        fixed_tokens: int,
+        measured: int | None,
+        calibration: Calibration,
+    ) -> BudgetFit | None:
+        """Step 5: where the request is over budget, compact and cut text (passes/truncate.py).
+
+        It aims at the budget, and acts only above it: a request within budget is sent as
+        it is. Governing the governed request again changes nothing: it is within budget,
+        so this step leaves it alone, and the replay finds nothing left to cut in it (what
+        was left before the cut is protected, and a cut that would leave nothing out is
+        no cut), nor to compact (the last resort compacted all it could). Counts are
+        corrected by `calibration`.
+        """
+        if self._budget is None or self.on_over_budget == "warn":
+            return None
+        tokens = self._request_tokens(request, fixed_tokens) if measured is None else measured
+        if calibration.corrected(tokens) <= self._budget:
+            return None
+        return fit_to_budget(
+            request,
+            max_tokens=max(calibration.limit(self._budget), 1),
+            counter=self._counter,
+            tools_tokens=fixed_tokens - self._counter.request_overhead,
+            min_chars=self.min_chars,
+            compaction=self._compaction,
+            pin_task=self.pin_task,
+        )
+
+    def _report(
         self,
         original: list[BaseMessage],
-        raw_tokens: int | None,
         governed: list[BaseMessage],
-        plan: WindowPlan | None,
-        tools_tokens: int,
-    ) -> dict[str, Any]:
-        """Token figures for the report, from what this call measured where it did."""
-        figures: dict[str, Any] = {}
-        if raw_tokens is None:
-            figures["tokens_before"] = self._counter.count_messages(original) + tools_tokens
-        else:
-            fixed = self._counter.request_overhead + tools_tokens
-            figures["tokens_before"] = fixed + raw_tokens
-        if plan is not None and plan.messages is governed:
-            figures["tokens_after"] = plan.tokens_after
-        else:
-            figures["tokens_after"] = self._counter.count_messages(governed) + tools_tokens
-        if plan is not None:
-            figures["unchanged_prefix_messages"] = plan.unchanged_prefix_messages
-            figures["unchanged_prefix_tokens"] = plan.unchanged_prefix_tokens
-        return figures
-
-    def _fit_to_budget(
-        self,
-        messages: list[BaseMessage],
+        changes: dict[str, int],
+        run: _PipelineResult | None,
         *,
-        measured: int | None = None,
-        tools_tokens: int = 0,
+        fixed_tokens: int,
         calibration: Calibration,
-    ) -> tuple[list[BaseMessage], Mapping[str, int]]:
-        """The last resort where the request is still too large: see passes/truncate.py.
-
-        With `compaction="cache_aware"` it acts above the high watermark, not only above
-        the budget, and aims under it, so that governing the governed request again
-        changes nothing (the window acts only above the high watermark); it aims under
-        the budget where that is not possible. Counts are corrected by `calibration`.
-        """
-        assert self._budget is not None
-        targets = [self._budget]
-        if self.compaction == "cache_aware":
-            targets.insert(0, max(int(self._budget * self.high_watermark), 1))
-        if measured is None:
-            tokens = self._counter.count_messages(messages) + tools_tokens
+    ) -> GovernanceReport:
+        """The report: token figures from what this call measured where it did, and which
+        messages (by input index) were compacted, cut, truncated or kept by protection."""
+        plan = run.plan if run is not None else None
+        if run is None:
+            tokens_before = self._request_tokens(original, fixed_tokens)
         else:
-            tokens = measured
-        if calibration.corrected(tokens) <= targets[0]:
-            return messages, {"truncate": 0}
-        fit = None
-        for target in targets:
-            fit = fit_to_budget(
-                messages,
-                max_tokens=max(calibration.limit(target), 1),
-                counter=self._counter,
-                tools_tokens=tools_tokens,
-                min_chars=self.min_chars,
-                compaction=self._compaction,
-                task_tokens=task_pin_limit(self._budget) if self.pin_task else 0,
-            )
-            if fit.within_budget:
-                break
-        assert fit is not None
-        return fit.messages, {"microcompact": fit.compacted, "truncate": fit.truncated}
+            tokens_before = fixed_tokens + run.raw_tokens
+        if plan is not None and plan.messages is governed:
+            tokens_after = plan.tokens_after
+        else:
+            tokens_after = self._request_tokens(governed, fixed_tokens)
+        details: dict[str, Any] = {}
+        if run is not None:
+            details = _fates(original, run)
+        return GovernanceReport(
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            budget=self._budget,
+            changes=self._changes_by_pass(changes),
+            messages_before=len(original),
+            messages_after=len(governed),
+            fell_back=run is None,
+            unchanged_prefix_messages=plan.unchanged_prefix_messages if plan else None,
+            unchanged_prefix_tokens=plan.unchanged_prefix_tokens if plan else None,
+            calibration_factor=calibration.factor,
+            profile=self._profile.name,
+            **details,
+        )
+
+    def _request_tokens(self, messages: Sequence[BaseMessage], fixed_tokens: int) -> int:
+        """Tokens of a request of `messages` whose overhead and tools take `fixed_tokens`."""
+        overhead = self._counter.request_overhead
+        return self._counter.count_messages(messages) - overhead + fixed_tokens
 
     def _microcompact(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
         return microcompact_with_count(
@@ -910,27 +988,50 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             compaction=self._compaction,
         )
 
+    def _changes_by_pass(self, changes: Mapping[str, int]) -> dict[str, int]:
+        """Every pass that ran, in pipeline order, with its count (0 where it changed nothing);
+        without a budget nothing compacts, cuts or truncates (repairs only)."""
+        budget_passes = (MICROCOMPACT, SNIP, TRUNCATE)
+        return {
+            name: changes.get(name, 0)
+            for name in PASS_NAMES
+            if self._budget is not None or name not in budget_passes or changes.get(name)
+        }
+
     def _snip(
-        self, messages: list[BaseMessage], *, tools_tokens: int, calibration: Calibration
+        self, messages: list[BaseMessage], *, fixed_tokens: int, calibration: Calibration
     ) -> tuple[list[BaseMessage], int]:
         assert self._budget is not None
         return snip_history_with_count(
             messages,
             max_tokens=max(calibration.limit(self._budget), 1),
             counter=self._counter,
-            tools_tokens=tools_tokens,
+            tools_tokens=fixed_tokens - self._counter.request_overhead,
             pin_task=self.pin_task,
         )
+
+    def _request_repairs(self) -> list[tuple[str, PassFunction]]:
+        """The repairs of a whole request with no state, for the fallback."""
+        return [
+            *_PAIR_REPAIRS,
+            (ALTERNATION, enforce_role_alternation_with_count),
+            (PROVIDER_RULES, self._profile.repair),
+        ]
 
     def _run_minimal_repair(
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], dict[str, int]]:
-        """The request repairs alone; where even they fail, the messages as they came."""
+        """Pairs, alternation and the provider rules of the whole list, with no state:
+        what is sent where the pipeline failed on input nobody foresaw."""
         try:
-            return _run_steps(messages, self._request_repairs())
+            repaired, changes = _run_steps(messages, self._request_repairs())
         except Exception:
             logger.exception("the minimal repair failed too; sending the messages unchanged")
             return list(messages), {}
+        has_conversation = any(not isinstance(message, ToolMessage) for message in messages)
+        repaired, added = guarantee_user_turn(repaired, has_conversation=has_conversation)
+        changes[ALTERNATION] = changes.get(ALTERNATION, 0) + added
+        return repaired, changes
 
     def as_pre_model_hook(
         self,
@@ -970,8 +1071,8 @@ except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a
 _STORE_NAMESPACE = (RECORD_KEY,)
 
 _PAIR_REPAIRS: list[tuple[str, PassFunction]] = [
-    ("drop_orphan_tool_results", drop_orphan_tool_results_with_count),
-    ("backfill_missing_tool_results", backfill_missing_tool_results_with_count),
+    (DROP_ORPHANS, drop_orphan_tool_results_with_count),
+    (BACKFILL, backfill_missing_tool_results_with_count),
 ]
 
 
@@ -1019,6 +1120,120 @@ def _tool_name(tool: Any) -> Any:
         function = tool.get("function")
         return (function if isinstance(function, Mapping) else tool).get("name", "?")
     return getattr(tool, "name", getattr(tool, "__name__", type(tool).__name__))
+
+
+def _fates(original: list[BaseMessage], run: _PipelineResult) -> dict[str, Any]:
+    """Which input messages the run compacted, cut, truncated or kept by protection.
+
+    Positions of the repaired history are mapped to the caller's indices; the work is
+    bounded by what the request holds and what was kept, not by what was cut.
+    """
+    history, plan, fit = run.history, run.plan, run.fit
+    figures: dict[str, Any] = {}
+    compacted: set[int] = set()
+    if plan is not None:
+        compacted = {
+            index
+            for index in map(history.source_index, plan.compacted_positions)
+            if index is not None
+        }
+        figures["kept"] = tuple(
+            (index, why)
+            for position, why in plan.kept
+            for index in _covered(history, position, len(original))
+        )
+        if plan.omitted > 0:
+            figures["cut"] = _cut_ranges(history, plan, len(original))
+    if fit is not None and (fit.compacted or fit.truncated):
+        sent = run.before_last_resort
+        if plan is not None and sent is plan.messages and plan.origins:
+            # Through the plan: a message it joined counts for every turn it holds.
+            def indices(positions: tuple[int, ...]) -> set[int]:
+                return {
+                    index
+                    for position in positions
+                    for origin in plan.origins[position]
+                    for index in _covered(history, origin, len(original))
+                }
+        else:
+
+            def indices(positions: tuple[int, ...]) -> set[int]:
+                found = (_input_index(original, sent[position]) for position in positions)
+                return {index for index in found if index is not None}
+
+        compacted.update(indices(fit.compacted))
+        figures["truncated"] = tuple(sorted(indices(fit.truncated)))
+    if compacted:
+        figures["compacted"] = tuple(sorted(compacted))
+    return figures
+
+
+def _covered(history: RepairedHistory, position: int, total: int) -> range:
+    """The input indices the repaired message at `position` stands for: its own, or, for
+    a message the repairs made (user turns joined, a placeholder result), those between
+    the nearest messages that came from the input."""
+    own = history.source_index(position)
+    if own is not None:
+        return range(own, own + 1)
+    before = next(
+        (
+            index
+            for index in map(history.source_index, range(position - 1, -1, -1))
+            if index is not None
+        ),
+        -1,
+    )
+    after = next(
+        (
+            index
+            for index in map(history.source_index, range(position + 1, len(history)))
+            if index is not None
+        ),
+        total,
+    )
+    return range(before + 1, after)
+
+
+def _cut_ranges(
+    history: RepairedHistory, plan: CompactionPlan, total: int
+) -> tuple[tuple[int, int], ...]:
+    """The input ranges a cut left out: before the cut point, between what it kept."""
+    kept = sorted(position for position, _ in plan.kept)
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    for stop in [*kept, plan.cut]:
+        if stop > start:
+            first = _covered(history, start, total).start
+            last = _covered(history, stop - 1, total).stop
+            if last > first:
+                ranges.append((first, last))
+        start = stop + 1
+    return tuple(ranges)
+
+
+def _input_index(original: list[BaseMessage], message: BaseMessage) -> int | None:
+    """The input index of `message`: the same object, or the input message with its id
+    (a message the repairs joined keeps the id of its first turn). Only run for what the
+    last resort changed, which is rare."""
+    for index, candidate in enumerate(original):
+        if candidate is message:
+            return index
+    if message.id is not None:
+        for index, candidate in enumerate(original):
+            if candidate.id == message.id:
+                return index
+    return None
+
+
+def _warn_current_turn_truncated(report: GovernanceReport) -> None:
+    """The current turn alone does not fit: it was cut last, and never silently."""
+    logger.warning(
+        "context governance: the current turn (the latest user message or the newest tool "
+        "results) alone does not fit the budget of %d tokens; its text was cut to a head "
+        "and a tail around a marker (messages %s).",
+        report.budget or 0,
+        ", ".join(str(index) for index in report.truncated) or "?",
+    )
 
 
 def _warn_over_budget(report: GovernanceReport) -> None:

@@ -176,7 +176,11 @@ def build_pre_model_hook(
       declares it with `GovernedMessagesState` and its model node reads it.
     - `mode="replace"`: returns `{"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES),
       *governed]}`, so the stored history itself shrinks. Kept messages keep their ids;
-      messages governance creates get new ones.
+      messages governance creates get new ones (user turns joined into one message keep
+      the first one's). Every user message stays verbatim in the stored thread, as a
+      message or as a run of whole blocks of one: what governance added (the note at a
+      cut) is marked in `response_metadata`, which the checkpointer keeps, and is
+      recognised by that mark and replaced at the next cut, never searched for in text.
 
     With `report_key`, the update also holds the report as a plain dict under that key
     (declare the key in the state, or LangGraph drops it). Each call shows in traces as a

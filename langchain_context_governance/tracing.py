@@ -34,11 +34,24 @@ __all__ = ["agovern_in_run", "govern_in_run", "report_as_dict"]
 
 
 def report_as_dict(report: GovernanceReport) -> dict[str, Any]:
-    """The report as plain JSON data, `within_budget` and `corrected_tokens_after` included."""
-    data = dataclasses.asdict(report)
+    """The report as plain JSON data (tuples as lists), `within_budget` and
+    `corrected_tokens_after` included.
+
+    Built field by field rather than with `dataclasses.asdict`, whose recursive copy costs
+    more than the governance run itself on a report naming hundreds of messages.
+    """
+    data = {field.name: _plain(getattr(report, field.name)) for field in dataclasses.fields(report)}
     data["within_budget"] = report.within_budget
     data["corrected_tokens_after"] = report.corrected_tokens_after
     return data
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, tuple):
+        return [list(item) if isinstance(item, tuple) else item for item in value]
+    return value
 
 
 def _run_outputs(result: GovernanceResult) -> dict[str, Any]:

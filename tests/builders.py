@@ -26,3 +26,14 @@ def tool_loop(iterations: int, *, size: int = 800, tool: str = "read_file") -> l
         messages.append(ai_calls(call(f"c{n}", tool, path=f"f{n}.py")))
         messages.append(result(f"c{n}", f"line {n}\n" * (size // 7), name=tool))
     return messages
+
+
+def block_texts(message: BaseMessage) -> list[str]:
+    """The texts of a message's content: one for a string, one per text block of a list."""
+    if isinstance(message.content, str):
+        return [message.content]
+    return [
+        block if isinstance(block, str) else str(block.get("text", ""))
+        for block in message.content
+        if isinstance(block, str) or block.get("type") == "text"
+    ]

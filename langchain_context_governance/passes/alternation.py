@@ -8,7 +8,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 
-from langchain_context_governance._added import SYNTHETIC_USER_CONTENT, synthetic_user_turn
+from langchain_context_governance._added import (
+    SYNTHETIC_USER_CONTENT,
+    join_user_parts,
+    synthetic_user_turn,
+    user_parts,
+)
 from langchain_context_governance._messages import as_message_list
 from langchain_context_governance._reasoning import carries_reasoning
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
@@ -34,7 +39,13 @@ def merge_contents(first: Content, second: Content) -> Content:
 
 
 def _merge_user(first: HumanMessage, second: HumanMessage) -> HumanMessage:
-    return first.model_copy(update={"content": merge_contents(first.content, second.content)})
+    """Two user turns as one message whose content blocks hold each turn intact.
+
+    Each turn's words stay a run of whole blocks (a string becomes one text block), and
+    the message's mark says where each run starts and whether governance added it, so
+    nothing is ever joined into a user's text or searched for in it (see `_added.py`).
+    """
+    return join_user_parts([user_parts(first), user_parts(second)], template=first)
 
 
 def _merge_assistant(first: AIMessage, second: AIMessage) -> AIMessage:
@@ -66,6 +77,27 @@ def merge_turns(previous: BaseMessage, message: BaseMessage) -> BaseMessage:
         return _merge_user(previous, message)
     assert isinstance(previous, AIMessage) and isinstance(message, AIMessage)
     return _merge_assistant(previous, message)
+
+
+def merge_leading_user_turns(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """`messages` with the user turns that meet right after the system messages joined.
+
+    After a cut the pinned task, the note and the latest user message meet at the front;
+    joined here, each stays its own run of blocks (see `_merge_user`). Returns the very
+    same list when there is nothing to join.
+    """
+    first = 0
+    while first < len(messages) and isinstance(messages[first], SystemMessage):
+        first += 1
+    stop = first
+    while stop < len(messages) and isinstance(messages[stop], HumanMessage):
+        stop += 1
+    if stop - first < 2:
+        return messages
+    joined = messages[first]
+    for message in messages[first + 1 : stop]:
+        joined = merge_turns(joined, message)
+    return [*messages[:first], joined, *messages[stop:]]
 
 
 def merge_consecutive_turns(messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
@@ -127,6 +159,33 @@ def insert_user_before_leading_assistant(
     return messages, 0
 
 
+def guarantee_user_turn(
+    messages: list[BaseMessage], *, has_conversation: bool = True
+) -> tuple[list[BaseMessage], int]:
+    """The one place a request gets the user turn it needs; return the list and count.
+
+    No request ends on an assistant turn (no prefill), and the first message after the
+    system messages is a user turn: where the request opens with an assistant message, or
+    holds nothing but system messages once trailing assistant turns are left out, a
+    synthetic user turn (marked as added) goes right after the system messages. An empty
+    request gets one only where the conversation had something to answer
+    (`has_conversation`): tool results alone are all orphans and leave nothing.
+    """
+    end = len(messages)
+    while end > 0 and isinstance(messages[end - 1], AIMessage):
+        end -= 1
+    output = messages if end == len(messages) else messages[:end]
+    changed = len(messages) - end
+    first = 0
+    while first < len(output) and isinstance(output[first], SystemMessage):
+        first += 1
+    if first < len(output) and isinstance(output[first], HumanMessage):
+        return output, changed
+    if not output and not has_conversation:
+        return output, changed
+    return [*output[:first], synthetic_user_turn(), *output[first:]], changed + 1
+
+
 def enforce_role_alternation_with_count(
     messages: list[BaseMessage],
 ) -> tuple[list[BaseMessage], int]:
@@ -143,14 +202,16 @@ def enforce_role_alternation(
 ) -> list[BaseMessage]:
     """Merge consecutive same-role turns, drop trailing assistant turns, open with a user.
 
-    - Consecutive user messages merge into one, and consecutive assistant messages
-      into one, losing no text and no tool call: string contents are joined by a blank
-      line, list contents are concatenated block by block, and an assistant message
-      with tool calls absorbs the text of a plain neighbour. System and tool messages
-      are never merged. An assistant response that carries reasoning state (signed
-      thinking blocks, OpenAI reasoning items, Gemini thought signatures,
-      `reasoning_content`) is never merged into the one before it: that state must
-      reach the provider with its own message, as produced.
+    - Consecutive user messages merge into one whose content blocks hold each turn
+      intact (a string becomes one text block; the message's mark says where each turn
+      starts, see `_added.py`). Consecutive assistant messages merge into one, losing no
+      text and no tool call: string contents are joined by a blank line, list contents
+      are concatenated block by block, and an assistant message with tool calls absorbs
+      the text of a plain neighbour. System and tool messages are never merged. An
+      assistant response that carries reasoning state (signed thinking blocks, OpenAI
+      reasoning items, Gemini thought signatures, `reasoning_content`) is never merged
+      into the one before it: that state must reach the provider with its own message,
+      as produced.
     - Assistant messages at the end are dropped (no prefill). Where that would leave
       only system messages, the last dropped one becomes a user message.
     - Where the first non-system message is an assistant message, a user message with
@@ -165,8 +226,10 @@ def enforce_role_alternation(
         ...     HumanMessage("b"),
         ...     AIMessage("done"),
         ... ]
-        >>> [m.content for m in enforce_role_alternation(history)]
-        ['be brief', '(conversation continued)', 'hello', 'a\\n\\nb']
+        >>> [m.content for m in enforce_role_alternation(history)][:3]
+        ['be brief', '(conversation continued)', 'hello']
+        >>> enforce_role_alternation(history)[-1].content
+        [{'type': 'text', 'text': 'a'}, {'type': 'text', 'text': 'b'}]
     """
     repaired, _ = enforce_role_alternation_with_count(as_message_list(messages))
     return list(repaired)

@@ -4,32 +4,39 @@ Without it, a request cut from 110 messages to 14 reads as a conversation that j
 began, and the model may redo the work the dropped messages hold. The note is a
 function of how many messages were dropped (and of a summary of them, where one is
 given), so it stays the same, and the provider's prompt cache keeps it, until the next
-cut. It never becomes a message of its own between two user turns: it is appended to the
-user message that opens the request after the system messages (the pinned task, where
-there is one), or is that user message where the request would open with an assistant
-message. So role alternation holds without a merge that would move it.
+cut. It is governance's own text, never written into a user's: a user turn of its own,
+marked as added (`_added.cut_note_turn`), placed right after the pinned task (or the
+system messages). Where it meets other user turns (the task before it, the latest user
+message after it), role alternation joins them into one message in which each turn,
+the note included, is its own run of content blocks; a stored note (LangGraph's
+`replace` mode) is found again by that mark and replaced at the next cut.
 """
 
 from __future__ import annotations
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from langchain_context_governance.passes.alternation import Content, merge_contents
+from langchain_context_governance._added import cut_note_turn
+from langchain_context_governance.passes.alternation import merge_leading_user_turns
 
-NOTE_PREFIX = "[Context note: "
 CUT_NOTE = (
-    NOTE_PREFIX + "{omitted} of this conversation {verb} omitted here to fit the context "
+    "[Context note: {omitted} of this conversation {verb} omitted here to fit the context "
     "window. Work done in {them} may already be complete; check the current state before "
     "repeating it.]"
 )
 SUMMARY_NOTE = (
-    NOTE_PREFIX + "{omitted} of this conversation {verb} omitted here to fit the context "
+    "[Context note: {omitted} of this conversation {verb} omitted here to fit the context "
     "window. Summary of {them}:]\n{summary}"
 )
 
 
 def cut_note(omitted: int, summary: str | None = None) -> str:
-    """The note for `omitted` dropped messages, with the summary of them where given."""
+    """The note for `omitted` dropped messages, with the summary of them where given.
+
+    Example:
+        >>> cut_note(3)[:46]
+        '[Context note: 3 earlier messages of this conv'
+    """
     if omitted <= 0:
         raise ValueError(f"omitted must be > 0, got {omitted}")
     words = {
@@ -42,39 +49,29 @@ def cut_note(omitted: int, summary: str | None = None) -> str:
     return CUT_NOTE.format(**words)
 
 
-def cut_note_position(messages: list[BaseMessage]) -> int:
-    """Where the note goes: the first message after the leading system messages."""
+def cut_note_position(messages: list[BaseMessage], *, after_task: bool) -> int:
+    """Where the note goes: after the leading system messages and, with `after_task`,
+    after the user message that opens the request (the pinned task)."""
     position = 0
     while position < len(messages) and isinstance(messages[position], SystemMessage):
+        position += 1
+    if after_task and position < len(messages) and isinstance(messages[position], HumanMessage):
         position += 1
     return position
 
 
-def without_cut_note(content: Content) -> Content:
-    """`content` without the note an earlier cut appended to it.
+def attach_cut_note(
+    messages: list[BaseMessage], note: str, *, after_task: bool
+) -> list[BaseMessage]:
+    """A copy of `messages` with `note` as its own turn at the cut (see the module doc).
 
-    A history stored back as governed (LangGraph's `replace` mode) carries the note of
-    each cut; the next cut's note replaces it instead of piling up after it.
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> request = [SystemMessage("rules"), HumanMessage("fix a.py"), AIMessage("ok")]
+        >>> noted = attach_cut_note(request, "[Note]", after_task=True)
+        >>> [m.type for m in noted], noted[1].content[0]["text"], noted[1].content[1]["text"]
+        (['system', 'human', 'ai'], 'fix a.py', '[Note]')
     """
-    if isinstance(content, str):
-        if content.startswith(NOTE_PREFIX):
-            return ""
-        end = content.rfind("\n\n" + NOTE_PREFIX)
-        return content if end < 0 else content[:end]
-    last = content[-1] if content else None
-    if isinstance(last, dict) and str(last.get("text", "")).startswith(NOTE_PREFIX):
-        return content[:-1]
-    return content
-
-
-def attach_cut_note(messages: list[BaseMessage], note: str) -> list[BaseMessage]:
-    """A copy of `messages` with `note` at the cut point (see the module docstring)."""
-    position = cut_note_position(messages)
-    output = list(messages)
-    carrier = messages[position] if position < len(messages) else None
-    if isinstance(carrier, HumanMessage):
-        content = without_cut_note(carrier.content)
-        output[position] = carrier.model_copy(update={"content": merge_contents(content, note)})
-    else:
-        output.insert(position, HumanMessage(note))
-    return output
+    position = cut_note_position(messages, after_task=after_task)
+    noted = [*messages[:position], cut_note_turn(note), *messages[position:]]
+    return merge_leading_user_turns(noted)

@@ -9,13 +9,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 
-from langchain_context_governance._added import (
-    added_kind,
-)
+from langchain_context_governance._added import added_kind, without_added_parts
 from langchain_context_governance._messages import as_message_list
 from langchain_context_governance._reasoning import thinking_tool_loop_start
 from langchain_context_governance.passes._budget import task_pin_limit, validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
+from langchain_context_governance.passes.alternation import merge_leading_user_turns
 from langchain_context_governance.passes.cut_note import attach_cut_note, cut_note
 from langchain_context_governance.passes.truncate import truncate_message
 from langchain_context_governance.tokens.counter import (
@@ -96,8 +95,11 @@ def _extend_to_group_start(messages: list[BaseMessage], start: int) -> int:
 
 
 def _last_user_before(messages: list[BaseMessage], end: int) -> int | None:
+    """The latest user turn before `end`; a note an earlier cut stored (LangGraph's replace
+    mode) is never pinned, a turn the repairs made to open the conversation may be."""
     for index in range(end - 1, -1, -1):
-        if isinstance(messages[index], HumanMessage):
+        message = messages[index]
+        if isinstance(message, HumanMessage) and added_kind(message) != "cut-note":
             return index
     return None
 
@@ -134,23 +136,25 @@ def snip_history_with_count(
     # Room for the note, whatever the number of messages it ends up naming.
     remaining -= counter.count_message(HumanMessage(cut_note(len(rest), summary)))
     task = _task_index(rest) if pin_task else None
-    task_copy = None if task is None else pinned_task_copy(rest[task], max_tokens, counter)
+    words = None if task is None else without_added_parts(rest[task])  # type: ignore[arg-type]
+    task_copy = None if words is None else pinned_task_copy(words, max_tokens, counter)
     kept = _kept_part(rest, counter, remaining)
+    task_kept = False
     if task is not None and task_copy is not None:
         with_task = _kept_after_task(rest, task, task_copy, counter, remaining)
         # The task is left out only where it is what keeps the request over budget.
         if counter.count_messages(with_task) <= remaining or (
             counter.count_messages(kept) > remaining
         ):
-            kept = with_task
+            kept, task_kept = with_task, True
     snipped = [*systems, *kept]
     omitted = len(rest) - len(kept)
     if omitted > 0:
-        noted = attach_cut_note(snipped, cut_note(omitted, summary))
+        noted = attach_cut_note(snipped, cut_note(omitted, summary), after_task=task_kept)
         # Left out where it would take the request over budget (a tiny budget).
         if counter.count_messages(noted) + tools_tokens <= max_tokens:
-            snipped = noted
-    return snipped, omitted
+            return noted, omitted
+    return merge_leading_user_turns(snipped), omitted
 
 
 def is_task_candidate(message: BaseMessage) -> bool:
@@ -244,8 +248,10 @@ def snip_history(
     message: it is cut forward to its first user message, or, where it holds
     none, the nearest earlier user message is pinned in front of it and the messages
     in between are dropped in whole groups (an assistant message with all its tool
-    results) so that the request still fits. A note at the cut, appended to the first
-    user message after the system messages, says how many messages were left out.
+    results) so that the request still fits. A note at the cut, a user turn of its own
+    right after the task, says how many messages were left out; the user turns that meet
+    there (the task, the note, the kept part's first) are joined into one message whose
+    blocks hold each turn intact.
     Only where the system messages, that user message and the newest complete group
     cannot fit together does the result go over budget: an oversized request beats an
     invalid one (the governor's last resort, `truncate_oversized_messages`, then cuts
@@ -262,10 +268,10 @@ def snip_history(
         ...     HumanMessage("new"),
         ... ]
         >>> request = snip_history(history, max_tokens=120)
-        >>> [m.content[:11] for m in request]
-        ['rules', 'fix the bug', 'new']
-        >>> "[Context note: 1 earlier message" in request[1].content
-        True
+        >>> [m.type for m in request]
+        ['system', 'human']
+        >>> [block["text"][:18] for block in request[1].content]
+        ['fix the bug', '[Context note: 1 e', 'new']
     """
     validate_max_tokens(max_tokens)
     counter = (

@@ -1,5 +1,6 @@
 """The last resort against an oversized request: clear every compactable result, then cut
-the text of the largest tool results and user messages down to a head and a tail.
+the text of the largest tool results and user messages down to a head and a tail, lowest
+protection class first.
 
 Compaction and cutting work in whole messages and whole groups, so one message larger
 than the budget (a 100,000-character file read, a task pasted with a long log) leaves
@@ -13,7 +14,12 @@ pass runs on the finished request and only where it is still over budget:
    tail around a marker that says how much was cut and how to get it. The cap is the
    largest step of a fixed ladder (80% of the budget, 64%, ...) that makes the request
    fit, so the same oversized message is cut the same way on every call while the rest
-   of the request leaves room for it, and the provider's prompt cache keeps it.
+   of the request leaves room for it, and the provider's prompt cache keeps it. What
+   may be cut grows by protection class until the request fits: first the rest (older
+   results and user messages), then results of excluded tools, then the task, then the
+   newest call's results, and the current user message last of all. A user message
+   joined from several turns (see `_added.py`) is cut turn by turn, so the task's words
+   can give way while the latest request's stay whole; what governance added is never cut.
 
 Only text is cut: images and other blocks, tool-call ids and the pairing of calls and
 results stay as they are. The result is a pure function of the request and the settings.
@@ -25,17 +31,23 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 
+from langchain_context_governance._added import (
+    USER_PART,
+    Block,
+    UserPart,
+    join_user_parts,
+    user_parts,
+)
 from langchain_context_governance._messages import (
     as_message_list,
     content_text_length,
     tool_names_by_call_id,
 )
-from langchain_context_governance.passes._budget import task_pin_limit, validate_max_tokens
+from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
-from langchain_context_governance.passes.cut_note import cut_note_position
 from langchain_context_governance.passes.microcompact import (
     DEFAULT_PLACEHOLDER,
     ResultCompaction,
@@ -69,15 +81,32 @@ USER_MESSAGE_MARKER = (
 )
 
 
+# Protection classes of what the last resort may cut, lowest first: each gives way before
+# the next one is touched.
+REST, EXCLUDED_RESULT, TASK, CURRENT_RESULT, CURRENT_USER = range(5)
+
+
 @dataclass(frozen=True)
 class BudgetFit:
-    """What `fit_to_budget` did to a request."""
+    """What `fit_to_budget` did to a request: positions of the messages it compacted and
+    cut, and whether it had to cut into the current user turn."""
 
     messages: list[BaseMessage]
     tokens: int
-    compacted: int
-    truncated: int
+    compacted: tuple[int, ...]
+    truncated: tuple[int, ...]
     within_budget: bool
+    current_turn_truncated: bool = False
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Text the last resort may cut: a tool result, or one turn (part) of a user message."""
+
+    index: int
+    part: int | None
+    tier: int
+    tokens: int
 
 
 def truncation_marker(message: BaseMessage, *, cut: int, total: int, tool_name: str) -> str:
@@ -152,13 +181,6 @@ def truncate_message(
         keep = int(keep * CAP_LADDER_RATIO)
 
 
-def _is_truncatable(message: BaseMessage) -> bool:
-    return (
-        isinstance(message, (ToolMessage, HumanMessage))
-        and content_text_length(message.content) > 0
-    )
-
-
 def _newest_call_results(messages: list[BaseMessage]) -> set[int]:
     """Indexes of the results that answer the newest assistant message."""
     newest: set[int] = set()
@@ -181,11 +203,11 @@ def _compact_until_within(
     min_chars: int,
     compaction: ResultCompaction,
     names: dict[str, str],
-) -> int:
+) -> list[int]:
     """Compact results oldest first, in place on the copied list and counts, until it fits."""
     spared = _newest_call_results(messages)
     total = fixed + sum(tokens)
-    compacted = 0
+    compacted: list[int] = []
     for index, message in enumerate(messages):
         if total <= budget:
             break
@@ -202,7 +224,7 @@ def _compact_until_within(
             messages[index] = copy
             total -= tokens[index] - copy_tokens
             tokens[index] = copy_tokens
-            compacted += 1
+            compacted.append(index)
     return compacted
 
 
@@ -223,19 +245,19 @@ def fit_to_budget(
     tools_tokens: int = 0,
     min_chars: int = 500,
     compaction: ResultCompaction | None = None,
-    task_tokens: int = 0,
+    pin_task: bool = True,
 ) -> BudgetFit:
-    """Bring a request within `max_tokens`: compaction first, then head-and-tail cuts.
+    """Bring a request within `max_tokens`: compaction first, then head-and-tail cuts by
+    protection class (see the module doc).
 
-    The first user message after the system messages (the task) is cut no further
-    than `task_tokens` where that can fit. Returns the very same list when the request
-    already fits, and also where even the smallest cut of every message leaves it over
-    (`within_budget` is False then).
+    With `pin_task`, the first user turn after the system messages is the task. Returns
+    the very same list when the request already fits, and also where even the smallest
+    cut of every message leaves it over (`within_budget` is False then).
     """
     fixed = counter.request_overhead + tools_tokens
     tokens = [counter.count_message(message) for message in messages]
     if fixed + sum(tokens) <= max_tokens:
-        return BudgetFit(messages, fixed + sum(tokens), 0, 0, True)
+        return BudgetFit(messages, fixed + sum(tokens), (), (), True)
     rules = compaction if compaction is not None else ResultCompaction()
     names = tool_names_by_call_id(messages)
     output = list(messages)
@@ -250,61 +272,130 @@ def fit_to_budget(
         names=names,
     )
     if fixed + sum(tokens) <= max_tokens:
-        return BudgetFit(output, fixed + sum(tokens), compacted, 0, True)
-    floors = {index: 0 for index, message in enumerate(output) if _is_truncatable(message)}
-    task = _task_position(output)
-    if task is not None and task in floors and task_tokens > 0:
-        # The task keeps its share where that can fit, and is cut like the rest where not.
-        kept = {**floors, task: min(tokens[task], task_tokens)}
-        fit = _cut_to_ladder(output, tokens, kept, max_tokens, counter, tools_tokens, names)
+        return BudgetFit(output, fixed + sum(tokens), tuple(compacted), (), True)
+    pieces = _pieces(output, tokens, counter, rules, names, pin_task=pin_task)
+    for tier in range(REST, CURRENT_USER + 1):
+        cuttable = [piece for piece in pieces if piece.tier <= tier]
+        if tier > REST and len(cuttable) == len([p for p in pieces if p.tier < tier]):
+            continue
+        fit = _cut_to_ladder(output, tokens, cuttable, max_tokens, counter, tools_tokens, names)
         if fit.within_budget:
-            return replace(fit, compacted=compacted)
-    fit = _cut_to_ladder(output, tokens, floors, max_tokens, counter, tools_tokens, names)
-    if not fit.within_budget:
-        # Cutting would lose content and still not fit: the request goes out whole, so
-        # that governing it again gives it back unchanged.
-        total = counter.count_messages(messages) + tools_tokens
-        return BudgetFit(messages, total, 0, 0, False)
-    return replace(fit, compacted=compacted)
+            return replace(fit, compacted=tuple(compacted))
+    # Cutting would lose content and still not fit: the request goes out whole, so
+    # that governing it again gives it back unchanged.
+    total = counter.count_messages(messages) + tools_tokens
+    return BudgetFit(messages, total, (), (), False)
+
+
+def _pieces(
+    messages: list[BaseMessage],
+    tokens: list[int],
+    counter: MessageTokenCounter,
+    compaction: ResultCompaction,
+    names: dict[str, str],
+    *,
+    pin_task: bool,
+) -> list[_Piece]:
+    """What may be cut, each with its protection class."""
+    newest = _newest_call_results(messages)
+    first_turn = next(
+        (i for i, message in enumerate(messages) if not isinstance(message, SystemMessage)), None
+    )
+    current_user: tuple[int, int] | None = None
+    pieces: list[_Piece] = []
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolMessage) and content_text_length(message.content) > 0:
+            tier = REST
+            if index in newest:
+                tier = CURRENT_RESULT
+            elif _tool_name(message, names) in compaction.exclude_tools:
+                tier = EXCLUDED_RESULT
+            pieces.append(_Piece(index, None, tier, tokens[index]))
+        elif isinstance(message, HumanMessage):
+            parts = user_parts(message)
+            first_user_part = True
+            for number, (blocks, kind) in enumerate(parts):
+                if kind != USER_PART or not content_text_length(blocks):
+                    continue
+                tier = TASK if pin_task and index == first_turn and first_user_part else REST
+                first_user_part = False
+                part_tokens = tokens[index] if len(parts) == 1 else _part_tokens(blocks, counter)
+                pieces.append(_Piece(index, number if len(parts) > 1 else None, tier, part_tokens))
+                current_user = (index, len(pieces) - 1)
+    if current_user is not None:
+        position = current_user[1]
+        pieces[position] = replace(pieces[position], tier=CURRENT_USER)
+    return pieces
+
+
+def _part_tokens(blocks: list[Block], counter: MessageTokenCounter) -> int:
+    return counter.count_message(HumanMessage(blocks))
 
 
 def _cut_to_ladder(
     output: list[BaseMessage],
     tokens: list[int],
-    floors: dict[int, int],
+    pieces: list[_Piece],
     max_tokens: int,
     counter: MessageTokenCounter,
     tools_tokens: int,
     names: dict[str, str],
 ) -> BudgetFit:
-    """Cut every message above the largest cap of the ladder that makes the request fit."""
+    """Cut every piece above the largest cap of the ladder that makes the request fit."""
     fixed = counter.request_overhead + tools_tokens
     ladder = _cap_ladder(max_tokens)
     cut = output
-    caps: dict[int, int] = {}
+    over: list[_Piece] = []
     for cap in ladder:
-        caps = {index: max(cap, floor) for index, floor in floors.items()}
-        caps = {index: limit for index, limit in caps.items() if tokens[index] > limit}
-        saved = sum(tokens[index] - limit for index, limit in caps.items())
+        over = [piece for piece in pieces if piece.tokens > cap]
+        saved = sum(piece.tokens - cap for piece in over)
         if fixed + sum(tokens) - saved > max_tokens and cap != ladder[-1]:
             continue
-        cut = list(output)
-        for index, limit in caps.items():
-            cut[index] = truncate_message(
-                output[index], limit, counter, tool_name=_tool_name(output[index], names)
-            )
+        cut = _cut_pieces(output, over, cap, counter, names)
         total = counter.count_messages(cut) + tools_tokens
         if total <= max_tokens:
-            return BudgetFit(cut, total, 0, len(caps), True)
+            return BudgetFit(
+                cut,
+                total,
+                (),
+                tuple(sorted({piece.index for piece in over})),
+                True,
+                current_turn_truncated=any(piece.tier >= CURRENT_RESULT for piece in over),
+            )
     total = counter.count_messages(cut) + tools_tokens
-    return BudgetFit(cut, total, 0, len(caps), False)
+    return BudgetFit(cut, total, (), (), False)
 
 
-def _task_position(messages: list[BaseMessage]) -> int | None:
-    position = cut_note_position(messages)
-    if position < len(messages) and isinstance(messages[position], HumanMessage):
-        return position
-    return None
+def _cut_pieces(
+    output: list[BaseMessage],
+    pieces: list[_Piece],
+    cap: int,
+    counter: MessageTokenCounter,
+    names: dict[str, str],
+) -> list[BaseMessage]:
+    cut = list(output)
+    parts_cut: dict[int, dict[int, list[Block]]] = {}
+    for piece in pieces:
+        message = output[piece.index]
+        if piece.part is None:
+            cut[piece.index] = truncate_message(
+                message, cap, counter, tool_name=_tool_name(message, names)
+            )
+            continue
+        blocks, _ = user_parts(message)[piece.part]
+        shortened = truncate_message(HumanMessage(blocks), cap, counter)
+        content = shortened.content
+        assert isinstance(content, list)
+        parts_cut.setdefault(piece.index, {})[piece.part] = content
+    for index, replaced in parts_cut.items():
+        message = output[index]
+        assert isinstance(message, HumanMessage)
+        parts: list[UserPart] = [
+            (replaced.get(number, blocks), kind)
+            for number, (blocks, kind) in enumerate(user_parts(message))
+        ]
+        cut[index] = join_user_parts([parts], template=message)
+    return cut
 
 
 def _tool_name(message: BaseMessage, names: dict[str, str]) -> str:
@@ -332,9 +423,10 @@ def truncate_oversized_messages(
     (every tool but `exclude_tools`, or only `compactable_tools`; at least `min_chars`
     long) become `placeholder`, oldest first, all but the newest call's; then the text
     of the largest tool results and user messages is cut to a head and a tail around a
-    marker that says how many characters were cut and how to see them; with
-    `pin_task`, the first user message after the system messages (the task) is cut
-    no further than a quarter of `max_tokens`. Images, tool
+    marker that says how many characters were cut and how to see them, lowest protection
+    class first: older results and user messages, then results of `exclude_tools`, then
+    the task (with `pin_task`, the first user message after the system messages), then
+    the newest call's results, and the latest user message last. Images, tool
     calls and their pairing stay as they are. Where even that cannot fit (the system
     messages alone are too large), the request is returned unchanged.
 
@@ -363,6 +455,6 @@ def truncate_oversized_messages(
             exclude_tools=exclude_tools,
             placeholder=placeholder,
         ),
-        task_tokens=task_pin_limit(max_tokens) if pin_task else 0,
+        pin_task=pin_task,
     )
     return list(fit.messages)

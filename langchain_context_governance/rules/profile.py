@@ -34,6 +34,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from langchain_context_governance._added import synthetic_user_turn
+from langchain_context_governance.passes._names import BACKFILL, DROP_ORPHANS
 from langchain_context_governance.passes.backfill import backfill_missing_tool_results_with_count
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
 from langchain_context_governance.rules.ids import (
@@ -51,8 +52,8 @@ from langchain_context_governance.rules.turns import REQUEST_HAS_A_TURN
 
 __all__ = ["Profile", "resolve_profile"]
 
-_ORPHANS_PASS_NAME = "drop_orphan_tool_results"
-_BACKFILL_PASS_NAME = "backfill_missing_tool_results"
+_ORPHANS_PASS_NAME = DROP_ORPHANS
+_BACKFILL_PASS_NAME = BACKFILL
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from langchain_core.messages import AIMessage, BaseMessage
 
 from langchain_context_governance._messages import is_assistant, is_system, is_tool_result, is_user
+from langchain_context_governance.passes._names import ALTERNATION, PROVIDER_RULES
 
 __all__ = [
     "ALTERNATION_PASS_NAME",
@@ -49,8 +50,8 @@ __all__ = [
 ]
 
 # The report names: the provider-rules pass, and the core pass whose repair some rules run.
-PASS_NAME = "apply_provider_rules"
-ALTERNATION_PASS_NAME = "enforce_role_alternation"
+PASS_NAME = PROVIDER_RULES
+ALTERNATION_PASS_NAME = ALTERNATION
 
 # The profiles: hosted APIs, models served with their chat template, and "strict", which
 # holds every hosted API's rules and the common template rules.

@@ -9,7 +9,7 @@ Example:
     >>> [v.rule for v in TURN_ORDER.check(request)]
     ['consecutive-user', 'last-not-user-or-tool']
     >>> [m.content for m in TURN_ORDER.repair(request)[0]]
-    ['a\\n\\nb']
+    [[{'type': 'text', 'text': 'a'}, {'type': 'text', 'text': 'b'}]]
 """
 
 from __future__ import annotations

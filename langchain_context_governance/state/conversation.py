@@ -25,6 +25,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from langchain_context_governance.state.cache_aware import CacheAwareReplay, CompactionPlan
 from langchain_context_governance.state.record import (
     GovernanceRecord,
     HistoryMark,
@@ -36,7 +37,6 @@ from langchain_context_governance.state.repair_stream import (
     RepairStream,
     StreamRead,
 )
-from langchain_context_governance.state.window import BatchedWindow, WindowPlan
 from langchain_context_governance.tokens.calibration import Overflow
 
 DEFAULT_MAX_CONVERSATIONS = 10_000
@@ -49,8 +49,8 @@ _STATES_WITHOUT_THREAD = 8
 # instead of replaying the history anew at every change.
 _REPLAYS_PER_CONVERSATION = 3
 
-# Makes the compaction replay for a request whose tool definitions take that many tokens.
-NewWindow = Callable[[int], BatchedWindow]
+# Makes the compaction replay of a conversation.
+NewReplay = Callable[[], CacheAwareReplay]
 
 
 @dataclass
@@ -58,7 +58,8 @@ class ConversationState:
     """Everything the governor learned about one conversation.
 
     `repairs` holds the repair decisions, group by group; the compaction replays (one per
-    size of the tool definitions, made by `new_window`; none without a budget or with
+    size of the fixed tokens of a request — overhead and tool definitions —, made by
+    `new_replay`; none without a budget or with
     `compaction="keep_recent"`) the cache-aware policy's decisions; `summary` the summary
     model's text for the latest cut; `previous_request` the digests of the previous
     request; `over_budget_warned` whether the conversation's over-budget warning was
@@ -84,7 +85,7 @@ class ConversationState:
     """
 
     repairs: RepairStream
-    new_window: NewWindow | None = None
+    new_replay: NewReplay | None = None
     count_message: Callable[[BaseMessage], int] = field(default=lambda message: 0, repr=False)
     summary: SummaryRecord | None = None
     previous_request: PreviousRequest | None = None
@@ -92,12 +93,12 @@ class ConversationState:
     calibration: Mapping[str, Any] | None = None
     serial: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _windows: OrderedDict[int, BatchedWindow] = field(default_factory=OrderedDict, repr=False)
+    _replays: OrderedDict[int, CacheAwareReplay] = field(default_factory=OrderedDict, repr=False)
 
     def start_over(self) -> None:
         """Forget the history read and what was decided on it (after a failed call)."""
         self.repairs.start_over()
-        self._windows.clear()
+        self._replays.clear()
         self.summary = None
 
     def read(self, messages: Sequence[BaseMessage]) -> StreamRead:
@@ -108,7 +109,7 @@ class ConversationState:
         """
         read = self.repairs.read(messages)
         if read.restarted:
-            self._windows.clear()
+            self._replays.clear()
             self.summary = None
         return read
 
@@ -116,25 +117,30 @@ class ConversationState:
         self,
         history: RepairedHistory,
         *,
-        tools_tokens: int,
+        fixed_tokens: int,
         overflows: Sequence[Overflow] = (),
-    ) -> WindowPlan | None:
+    ) -> CompactionPlan | None:
         """The cache-aware policy's request for this call, or None without a replay.
 
-        `tools_tokens` are what this call's tool definitions take; `overflows` the
+        `fixed_tokens` are what this call's request takes besides its messages (the
+        overhead and the tool definitions); `overflows` the
         provider's refusals of this call's request for its length (a retry). The prefix
         report compares with the conversation's previous request, also where another
         worker sent it (by the record's digests).
         """
-        window = self._window_for(tools_tokens)
-        if window is None:
+        replay = self._replay_for(fixed_tokens)
+        if replay is None:
             return None
         previous = self.previous_request
-        window.previous_request = None if previous is None else previous.local
-        plan = window.plan(
-            history, final=history.final, summary_for=self._summary_text, overflows=overflows
+        replay.previous_request = None if previous is None else previous.local
+        plan = replay.plan(
+            history,
+            fixed_tokens=fixed_tokens,
+            final=history.final,
+            summary_for=self._summary_text,
+            overflows=overflows,
         )
-        local = window.previous_request
+        local = replay.previous_request
         if previous is None:
             self.previous_request = PreviousRequest(b"", None).followed_by(plan.messages, local)[0]
             return plan
@@ -177,17 +183,17 @@ class ConversationState:
         self.serial = record.serial
         return record
 
-    def _window_for(self, tools_tokens: int) -> BatchedWindow | None:
-        if self.new_window is None:
+    def _replay_for(self, fixed_tokens: int) -> CacheAwareReplay | None:
+        if self.new_replay is None:
             return None
-        window = self._windows.get(tools_tokens)
-        if window is None:
-            window = self._windows[tools_tokens] = self.new_window(tools_tokens)
-            if len(self._windows) > _REPLAYS_PER_CONVERSATION:
-                self._windows.popitem(last=False)
+        replay = self._replays.get(fixed_tokens)
+        if replay is None:
+            replay = self._replays[fixed_tokens] = self.new_replay()
+            if len(self._replays) > _REPLAYS_PER_CONVERSATION:
+                self._replays.popitem(last=False)
         else:
-            self._windows.move_to_end(tools_tokens)
-        return window
+            self._replays.move_to_end(fixed_tokens)
+        return replay
 
     def _summary_text(self, cut: int) -> str | None:
         return None if self.summary is None else self.summary.text_for(cut)

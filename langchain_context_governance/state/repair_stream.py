@@ -45,6 +45,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from langchain_context_governance._added import synthetic_user_turn
 from langchain_context_governance._messages import iter_declared_tool_calls, message_fingerprint
+from langchain_context_governance.passes._names import ALTERNATION as ALTERNATION_PASS_NAME
+from langchain_context_governance.passes._names import PROVIDER_RULES as BRIDGE_PASS_NAME
 from langchain_context_governance.passes.alternation import can_merge_turns, merge_turns
 from langchain_context_governance.state.made import MadeMessages
 
@@ -57,8 +59,6 @@ GroupRepair = Callable[
 # first), e.g. an assistant turn between tool results and a user message.
 Bridge = Callable[[BaseMessage, BaseMessage], list[BaseMessage]]
 
-ALTERNATION_PASS_NAME = "enforce_role_alternation"
-BRIDGE_PASS_NAME = "apply_provider_rules"
 # Where no source index exists: the message was made by a repair.
 _MADE = -1
 _dereference = weakref.ref.__call__
@@ -103,17 +103,29 @@ class RepairedHistory(Sequence[BaseMessage]):
         messages: Sequence[BaseMessage],
         stream: RepairStream,
         pending: list[BaseMessage],
+        pending_sources: Sequence[int] = (),
     ) -> None:
         self._messages = messages
         self._stream = stream
         self._sources = stream._sources
         self._pending = pending
+        self._pending_sources = pending_sources
         # Groups repaired again during this call, so a group is repaired once per call.
         self._groups: dict[tuple[int, int], list[BaseMessage]] = {}
         self.final = len(self._sources)
 
     def __len__(self) -> int:
         return self.final + len(self._pending)
+
+    def source_index(self, position: int) -> int | None:
+        """The caller's index of the message at `position`, or None for one a repair made."""
+        if position >= self.final:
+            offset = position - self.final
+            pending = self._pending_sources
+            source = pending[offset] if offset < len(pending) else _MADE
+        else:
+            source = self._sources[position]
+        return None if source == _MADE else source
 
     @overload
     def __getitem__(self, index: int) -> BaseMessage: ...
@@ -214,7 +226,7 @@ class RepairStream:
             self.start_over()
         pending = self._read_groups(messages)
         self._drop_trailing_assistants(pending)
-        history = RepairedHistory(messages, self, pending.messages)
+        history = RepairedHistory(messages, self, pending.messages, pending.sources)
         changes = dict(self._changes)
         for name, count in pending.changes.items():
             changes[name] = changes.get(name, 0) + count

@@ -131,7 +131,7 @@ def test_govern_prints_the_report_as_a_table_on_stderr(tmp_path: Path) -> None:
     result = runner.invoke(app, ["govern", str(source), "-o", str(tmp_path / "out.json")])
 
     assert result.exit_code == 0
-    for pass_name in ("drop_orphan_tool_results", "backfill_missing_tool_results", "microcompact"):
+    for pass_name in ("drop_orphan_tool_results", "backfill_missing_tool_results"):
         assert pass_name in result.stderr
     assert "tokens" in result.stderr
     assert "none (no window)" in result.stderr

@@ -14,13 +14,14 @@ from langchain_context_governance import (
 )
 from langchain_context_governance.passes.microcompact import compacted_placeholder
 from langchain_context_governance.testing import ScriptedChatModel
-from tests.builders import ai_calls, call, result, tool_loop
+from tests.builders import ai_calls, block_texts, call, result, tool_loop
 
 MODES = ["cache_aware", "keep_recent"]
 
 
 def texts(messages: list[BaseMessage]) -> list[str]:
-    return [m.content if isinstance(m.content, str) else str(m.content) for m in messages]
+    """Each message's text, its blocks (one per turn joined for alternation) one per line."""
+    return ["\n\n".join(block_texts(m)) for m in messages]
 
 
 def read_file_script(count: int) -> list[AIMessage]:
@@ -122,15 +123,17 @@ def test_the_task_is_in_every_request_of_a_long_loop(compaction):
     assert cuts > 0
 
 
-def test_without_pin_task_the_task_falls_out():
+def test_without_pin_task_the_task_is_an_earlier_user_message_after_the_note():
     governor = ContextGovernor(context_window_tokens=9_000, keep_recent=3, pin_task=False)
     history = tool_loop(150, size=800, tool="bash")
     history.insert(200, HumanMessage("follow-up"))
-    request = governor.invoke(history)
-    assert not any(text.startswith("fix it") for text in texts(request))
-    assert texts(request)[1].startswith("follow-up")
+    governed = governor.govern(history)
+    note, task, follow_up = block_texts(governed.messages[1])
+    assert (task, follow_up) == ("fix it", "follow-up") and note.startswith("[Context note: ")
+    assert governed.report.fate(1) == "kept (earlier-user)"
     pinned = ContextGovernor(context_window_tokens=9_000, keep_recent=3).invoke(history)
-    assert texts(pinned)[1].startswith("fix it") and texts(pinned)[1].endswith("\n\nfollow-up")
+    task, note, follow_up = block_texts(pinned[1])
+    assert (task, follow_up) == ("fix it", "follow-up") and note.startswith("[Context note: ")
 
 
 def test_the_cut_note_follows_a_cut_and_stays_until_the_next_one():
@@ -153,16 +156,15 @@ def test_the_cut_note_follows_a_cut_and_stays_until_the_next_one():
 
 
 def test_a_summary_goes_into_the_note_at_the_cut():
-    from langchain_context_governance.state.window import BatchedWindow
+    from langchain_context_governance.state.cache_aware import CacheAwareReplay
     from langchain_context_governance.tokens.counter import get_token_counter
 
-    window = BatchedWindow(max_tokens=3_000, counter=get_token_counter("approximate"))
-    plan = window.plan(
+    replay = CacheAwareReplay(max_tokens=3_000, counter=get_token_counter("approximate"))
+    plan = replay.plan(
         tool_loop(80, size=600, tool="bash"), summary_for=lambda cut: "Read f0-f60; no bug yet."
     )
     assert plan.omitted > 0 and plan.task_pinned
-    assert plan.messages[1].content.endswith("Read f0-f60; no bug yet.")
-    assert cut_note(plan.omitted, "Read f0-f60; no bug yet.") in plan.messages[1].content
+    assert block_texts(plan.messages[1])[1] == cut_note(plan.omitted, "Read f0-f60; no bug yet.")
 
 
 @pytest.mark.parametrize("tool", ["bash", "str_replace_editor", "execute_bash"])

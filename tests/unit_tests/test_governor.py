@@ -15,7 +15,7 @@ from langchain_context_governance import (
     cut_note,
 )
 from langchain_context_governance.passes import snip as snip_module
-from tests.builders import ai_calls, call, result, tool_loop
+from tests.builders import ai_calls, block_texts, call, result, tool_loop
 
 PASS_NAMES = {
     "drop_orphan_tool_results",
@@ -46,7 +46,7 @@ def test_repairs_a_broken_history_and_reports_each_pass(mutation_guard):
     result_ = ContextGovernor().govern(history)
     assert [m.type for m in result_.messages] == ["system", "human", "ai", "tool", "tool", "human"]
     assert result_.messages[4].content == BACKFILL_CONTENT
-    assert result_.messages[-1].content == "sorry, restarted\n\nplease continue"
+    assert block_texts(result_.messages[-1]) == ["sorry, restarted", "please continue"]
     report = result_.report
     assert isinstance(report, GovernanceReport)
     assert report.changes["drop_orphan_tool_results"] == 1
@@ -80,7 +80,7 @@ def test_long_tool_loop_fits_budget_and_keeps_the_request(compaction):
     assert governed.report.tokens_after <= governor.budget
     assert governed.report.within_budget
     omitted = governed.report.changes["snip_history"]
-    assert governed.messages[1].content == f"{history[1].content}\n\n{cut_note(omitted)}"
+    assert block_texts(governed.messages[1]) == [history[1].content, cut_note(omitted)]
     assert governed.report.changes["snip_history"] > 0
     assert governed.report.changes["microcompact"] > 0
     assert governed.messages[-1] is history[-1]
@@ -126,7 +126,7 @@ def test_unforeseen_failure_falls_back_to_minimal_repair(monkeypatch, caplog):
 
     import langchain_context_governance.governor as governor_module
 
-    monkeypatch.setattr(governor_module, "microcompact_with_count", explode)
+    monkeypatch.setattr(governor_module.ContextGovernor, "_compact_and_cut", explode)
     with caplog.at_level(logging.ERROR, logger="langchain_context_governance"):
         governed = ContextGovernor().govern(broken_history())
     assert governed.report.fell_back

@@ -26,6 +26,7 @@ from langgraph.warnings import LangGraphDeprecatedSinceV10
 from pydantic import BaseModel
 
 from langchain_context_governance import BACKFILL_CONTENT, ContextGovernor
+from langchain_context_governance._added import user_parts
 from langchain_context_governance.langgraph import (
     LLM_INPUT_MESSAGES_KEY,
     RECORD_KEY,
@@ -47,7 +48,7 @@ from tests.agent_tools import (
     workspace_tools,
     write_workspace,
 )
-from tests.builders import ai_calls, call, result
+from tests.builders import ai_calls, block_texts, call, result
 
 ITERATIONS = 40
 QUESTION = "review every module"
@@ -277,8 +278,9 @@ class TestReactAgent:
         placeholder = compacted_placeholder("read_file")
         assert any(m.content == placeholder for m in stored_results)
         # The stored task carries the note of the latest cut, never one per cut.
-        task = final["messages"][0].content
-        assert task.startswith(QUESTION) and task.count("[Context note: ") == 1
+        kinds = [kind for _, kind in user_parts(final["messages"][0])]
+        assert block_texts(final["messages"][0])[0] == QUESTION
+        assert kinds.count("cut-note") == 1
         assert final["messages"][-1].content == FINAL_ANSWER
         ids = [message.id for message in final["messages"]]
         assert len(set(ids)) == len(ids)

@@ -3,12 +3,15 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 
 from langchain_context_governance import SYNTHETIC_USER_CONTENT, enforce_role_alternation
+from langchain_context_governance._added import user_parts
 from tests.builders import ai_calls, call, result
 
 
-def test_consecutive_user_strings_join_with_a_blank_line(mutation_guard):
+def test_consecutive_user_turns_become_separate_blocks_each_intact(mutation_guard):
     history = mutation_guard.watch([HumanMessage("a"), HumanMessage("b"), HumanMessage("c")])
-    assert [m.content for m in enforce_role_alternation(history)] == ["a\n\nb\n\nc"]
+    [merged] = enforce_role_alternation(history)
+    assert merged.content == [{"type": "text", "text": text} for text in "abc"]
+    assert [kind for _, kind in user_parts(merged)] == ["user", "user", "user"]
 
 
 def test_list_contents_are_concatenated_block_by_block():

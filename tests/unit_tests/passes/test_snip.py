@@ -4,7 +4,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import Runnable
 
 from langchain_context_governance import cut_note, snip_history
-from tests.builders import ai_calls, call, result, tool_loop
+from tests.builders import ai_calls, block_texts, call, result, tool_loop
 
 
 def tokens(messages):
@@ -24,7 +24,9 @@ def test_keeps_system_and_newest_messages_within_budget(mutation_guard):
     )
     snipped = snip_history(history, max_tokens=400)
     assert snipped[0].content == "rules"
-    assert snipped[-1] is history[-1]
+    # The task, the note and the newest user turns meet at the front: one message whose
+    # blocks hold each turn intact.
+    assert block_texts(snipped[-1])[-1] == history[-1].content
     assert tokens(snipped) <= 400
     assert len(snipped) < len(history)
 
@@ -34,7 +36,7 @@ def test_long_tool_loop_pins_the_user_request_and_keeps_whole_groups(mutation_gu
     snipped = snip_history(history, max_tokens=2_000)
     assert [m.type for m in snipped[:3]] == ["system", "human", "ai"]
     omitted = len(history) - len(snipped)
-    assert snipped[1].content == f"{history[1].content}\n\n{cut_note(omitted)}"
+    assert block_texts(snipped[1]) == [history[1].content, cut_note(omitted)]
     assert tokens(snipped) <= 2_000
     for index, message in enumerate(snipped):
         if isinstance(message, ToolMessage):
@@ -52,7 +54,7 @@ def test_cut_moves_forward_to_the_first_user_message_in_the_kept_part():
         result("b", "small"),
     ]
     snipped = snip_history(history, max_tokens=600, pin_task=False)
-    assert snipped[0].content == f"new request\n\n{cut_note(3)}"
+    assert block_texts(snipped[0]) == [cut_note(3), "new request"]
 
 
 def test_the_task_stays_pinned_cut_to_a_quarter_of_the_budget_with_the_note():
@@ -65,11 +67,12 @@ def test_the_task_stays_pinned_cut_to_a_quarter_of_the_budget_with_the_note():
         result("b", "small"),
     ]
     snipped = snip_history(history, max_tokens=600)
-    task = snipped[0].content
+    task, note, request = block_texts(snipped[0])
+    assert request == "new request"
     assert task.startswith("old request ooo") and "characters of this message were cut" in task
-    assert task.endswith(cut_note(2))
+    assert note == cut_note(2)
     assert tokens([snipped[0]]) <= 600 // 4 + tokens([HumanMessage(cut_note(2))])
-    assert [m.content for m in snipped[1:]] == ["new request", "", "small"]
+    assert [m.content for m in snipped[1:]] == ["", "small"]
     assert tokens(snipped) <= 600
 
 
@@ -126,7 +129,7 @@ def test_budget_must_be_positive(bad):
 def test_accepts_callable_counter_like_trim_messages():
     history = [HumanMessage("a" * 100), HumanMessage("b" * 100), HumanMessage("c")]
     snipped = snip_history(history, max_tokens=1, token_counter=len, pin_task=False)
-    assert [m.content for m in snipped] == [f"c\n\n{cut_note(2)}"]
+    assert [block_texts(m) for m in snipped] == [[cut_note(2), "c"]]
 
 
 def test_runnable_form():

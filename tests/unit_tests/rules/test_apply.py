@@ -400,7 +400,9 @@ def test_gemini_gets_no_empty_text_parameter() -> None:
     """Vertex: "Unable to submit request because it has an empty text parameter."."""
     history = [HumanMessage("hi"), AIMessage("\n"), HumanMessage("anyone?")]
     out = governed(history, "gemini")
-    assert [(m.type, m.content) for m in out] == [("human", "hi\n\nanyone?")]
+    assert [(m.type, m.content) for m in out] == [
+        ("human", [{"type": "text", "text": "hi"}, {"type": "text", "text": "anyone?"}])
+    ]
 
 
 def test_a_request_of_blank_system_messages_only_still_has_a_user_turn() -> None:

@@ -225,16 +225,16 @@ def test_tools_alternating_per_call_keep_the_conversation_s_state(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Two tool sets taking turns: each call replays what is new, never the history."""
-    from langchain_context_governance.state.window import BatchedWindow
+    from langchain_context_governance.state.cache_aware import CacheAwareReplay
 
     replayed: list[int] = []
-    add = BatchedWindow._add
+    add = CacheAwareReplay._add
 
-    def counting_add(self: BatchedWindow, *args: Any, **kwargs: Any) -> None:
+    def counting_add(self: CacheAwareReplay, *args: Any, **kwargs: Any) -> None:
         replayed.append(1)
         add(self, *args, **kwargs)
 
-    monkeypatch.setattr(BatchedWindow, "_add", counting_add)
+    monkeypatch.setattr(CacheAwareReplay, "_add", counting_add)
     small = {"type": "function", "function": {"name": "grep", "description": "g", "parameters": {}}}
     large = {
         "type": "function",

@@ -1,11 +1,11 @@
-"""The window's calibration hook: each reply's usage is observed at its call point."""
+"""The replay's calibration hook: each reply's usage is observed at its call point."""
 
 from __future__ import annotations
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_context_governance.state.window import BatchedWindow
+from langchain_context_governance.state.cache_aware import CacheAwareReplay
 from langchain_context_governance.tokens.calibration import (
     UNCALIBRATED,
     Overflow,
@@ -21,8 +21,8 @@ def usage(tokens: int) -> dict[str, int]:
     return {"input_tokens": tokens, "output_tokens": 1, "total_tokens": tokens + 1}
 
 
-def window(shared: SharedCalibration | None = None) -> BatchedWindow:
-    return BatchedWindow(
+def window(shared: SharedCalibration | None = None) -> CacheAwareReplay:
+    return CacheAwareReplay(
         max_tokens=BUDGET, counter=get_token_counter("approximate"), shared_calibration=shared
     )
 

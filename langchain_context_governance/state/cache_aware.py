@@ -1,0 +1,941 @@
+"""Compaction and cutting in rare, large steps, so the provider's prompt cache stays warm.
+
+Every edit to a message throws away the provider's prompt cache from that message on.
+The seed rules (keep the newest N results whole, slide the cut by one iteration per
+call) edit a message near the end of the prompt on almost every call. This policy edits
+rarely and in batches instead. The watermarks are shares of the room history has: the
+budget less the fixed tokens of the call (request overhead and tool definitions) and the
+system messages, so tool definitions filling most of a small budget do not make every
+call a cut.
+
+- nothing is compacted while the history stays under the high watermark;
+- when it crosses the high watermark, the oldest compactable results are compacted,
+  oldest first, until it is under the low watermark; a result once compacted stays
+  compacted;
+- when compaction alone cannot bring it under the high watermark, the conversation is
+  cut in one step, in whole groups, down to the low watermark, and that cut point is
+  kept until the high watermark is crossed again.
+
+What a cut keeps, by protection class: the system messages; the current user turn (the
+newest group is never cut, and the latest user message before the cut is pinned); the
+task (the conversation's first user message, pinned after the system messages, cut to a
+quarter of the budget where larger); the groups holding results of `exclude_tools`
+(whole: an assistant message stays with all its results), kept across cuts while they
+fit under the high watermark, the oldest given up first (down to the low watermark, in
+one step, so the cut point moves rarely); then the note at the cut. The rest goes by age. Nothing
+governance adds is written into a message: the note is a user turn of its own, joined to
+the user turns it meets as a separate run of content blocks (see `_added.py`).
+
+The decisions are a deterministic function of the history and the settings: the
+history is replayed call point by call point (the model was called before every
+assistant message, and is called now at the end), so the same history always yields
+the same request and a resumed thread rebuilds the same prefix. `CacheAwareReplay`
+keeps the replay state so that a growing history only replays what is new.
+"""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages.utils import MessageLikeRepresentation
+
+from langchain_context_governance._added import (
+    added_kind,
+    cut_note_turn,
+    join_user_parts,
+    user_parts,
+    without_added_parts,
+)
+from langchain_context_governance._messages import (
+    as_message_list,
+    content_text_length,
+    iter_declared_tool_calls,
+    message_fingerprint,
+)
+from langchain_context_governance._reasoning import thinking_tool_loop_start
+from langchain_context_governance.passes._budget import validate_max_tokens
+from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
+from langchain_context_governance.passes.cut_note import cut_note
+from langchain_context_governance.passes.microcompact import (
+    DEFAULT_PLACEHOLDER,
+    ResultCompaction,
+    validate_microcompact_settings,
+)
+from langchain_context_governance.passes.snip import (
+    group_start,
+    is_task_candidate,
+    pinned_task_copy,
+)
+from langchain_context_governance.state.made import MadeMessages
+from langchain_context_governance.tokens.calibration import (
+    UNCALIBRATED,
+    Calibration,
+    Overflow,
+    SharedCalibration,
+    overflows_of,
+    reported_input_tokens,
+)
+from langchain_context_governance.tokens.counter import (
+    MessageTokenCounter,
+    TokenCounterSpec,
+    get_token_counter,
+)
+
+# Chosen with benchmarks/ from the trade-off table in benchmarks/README.md (27 real agent
+# runs, the BFCL tool-heavy replay and a 300-iteration tool loop): edit nothing until history
+# passes 95% of its room, then compact or cut down to 20% of it. No pair reached the needed
+# facts of compaction="keep_recent" on the real runs (84.2%); 0.95/0.2 is the only one within
+# 0.6x ClearToolUsesEdit's cost (0.595), with the highest hit ratio there (94.3%); 0.95/0.3
+# shows 2.1 points more needed facts at 0.611, 1.0/0.3 3.7 points more at 0.650. On the
+# tool-heavy replay the low watermark hardly matters: protected messages fill the room.
+DEFAULT_HIGH_WATERMARK = 0.95
+DEFAULT_LOW_WATERMARK = 0.2
+# Newest compactable results a batch leaves whole. The batch happens only when the high
+# watermark is crossed, and results that arrive after it stay whole until the next one, so
+# a small number costs the model little; 3 instead of 10 compacts enough in one batch that
+# cuts are rarer: hit ratio 94.3% against 93.4% on the real runs, 96.0% against 94.0% on
+# the loop's worst seed, and cost 0.58x against 0.61x ClearToolUsesEdit (low watermark 0.2).
+DEFAULT_KEEP_RECENT = 3
+
+# Protection classes named in the report: why a message before the cut was still sent.
+KEPT_SYSTEM = "system"
+KEPT_TASK = "task"
+KEPT_CURRENT_TURN = "current-turn"
+KEPT_LATEST_USER = "latest-user"
+KEPT_EXCLUDED_TOOL = "excluded-tool"
+KEPT_EARLIER_USER = "earlier-user"
+
+
+def validate_watermarks(*, high_watermark: float, low_watermark: float) -> None:
+    if not 0 < high_watermark <= 1:
+        raise ValueError(f"high_watermark must be in (0, 1], got {high_watermark}")
+    if not 0 < low_watermark < high_watermark:
+        raise ValueError(
+            f"low_watermark must be in (0, high_watermark={high_watermark}), got {low_watermark}"
+        )
+
+
+@dataclass
+class _Replay:
+    """What the replay learned about the messages so far (append-only, by position)."""
+
+    tokens: array[int] = field(default_factory=lambda: array("q"))
+    prints: array[int] = field(default_factory=lambda: array("q"))
+    system_indices: list[int] = field(default_factory=list)
+    compactable: list[int] = field(default_factory=list)
+    compactable_names: dict[int, str] = field(default_factory=dict)
+    compacted_tokens: dict[int, int] = field(default_factory=dict)
+    # Positions of results of `exclude_tools`: their groups are kept across cuts.
+    excluded: list[int] = field(default_factory=list)
+    # Positions of the user's own messages (the current turn is the latest of them).
+    users: list[int] = field(default_factory=list)
+    tool_names: dict[str, str] = field(default_factory=dict)
+    # The conversation's first user message (the task), whether it is pinned as a copy
+    # (cut to its share, or a stored note taken out of it: made again from the history's
+    # message, never kept), and what pinning it costs.
+    task: int | None = None
+    task_fits: bool = False
+    task_cut: bool = False
+    task_copied: bool = False
+    task_tokens: int = 0
+    note_tokens: dict[int, int] = field(default_factory=dict)
+
+    def forget_from(self, index: int, tool_names: int) -> None:
+        """Drop what was learned from position `index` on, and tool names past the first ones."""
+        del self.tokens[index:]
+        del self.prints[index:]
+        for positions in (self.system_indices, self.compactable, self.excluded, self.users):
+            del positions[bisect.bisect_left(positions, index) :]
+        for learned in (self.compactable_names, self.compacted_tokens):
+            for position in [position for position in learned if position >= index]:
+                del learned[position]
+        for call_id in list(self.tool_names)[tool_names:]:
+            del self.tool_names[call_id]
+        if self.task is not None and self.task >= index:
+            self.task, self.task_fits, self.task_tokens = None, False, 0
+            self.task_cut = self.task_copied = False
+
+
+@dataclass(frozen=True)
+class _KeptGroup:
+    """A group before the cut kept for its protection class (a user message, or a call
+    with a result of an excluded tool), and what it costs."""
+
+    start: int
+    stop: int
+    tokens: int
+    why: str
+
+
+@dataclass
+class _Decisions:
+    """The decisions so far: where the request starts and how far compaction got."""
+
+    cut: int = 0
+    compacted_count: int = 0
+    # Tokens of the non-system messages from the cut on, and of the system messages.
+    history_tokens: int = 0
+    system_tokens: int = 0
+    raw_tokens: int = 0
+    pinned: int | None = None
+    last_user_before_cut: int | None = None
+    task_pinned: bool = False
+    kept_groups: tuple[_KeptGroup, ...] = ()
+    # Their tokens and messages, kept as sums so that a decision costs O(1); and whether
+    # the pinned latest user message is one of them (it is then counted once, as the pin).
+    kept_tokens: int = 0
+    kept_messages: int = 0
+    pinned_kept: bool = False
+    # Learned from the sizes the provider reported for the replies so far.
+    calibration: Calibration = UNCALIBRATED
+
+    def keep(self, group: _KeptGroup) -> None:
+        self.kept_groups = (*self.kept_groups, group)
+        self.kept_tokens += group.tokens
+        self.kept_messages += group.stop - group.start
+
+    def give_up(self, group: _KeptGroup) -> None:
+        self.kept_groups = tuple(kept for kept in self.kept_groups if kept is not group)
+        self.kept_tokens -= group.tokens
+        self.kept_messages -= group.stop - group.start
+
+
+@dataclass
+class CompactionPlan:
+    """The request the policy chose for the current call, and what it left out and why."""
+
+    messages: list[BaseMessage]
+    compacted: int
+    removed: int
+    tokens_before: int
+    tokens_after: int
+    # Leading messages (and their tokens, with the tool definitions) identical to the
+    # previous request of this conversation: what a provider's prefix cache can serve.
+    # None on the first call the governor sees of a conversation.
+    unchanged_prefix_messages: int | None = None
+    unchanged_prefix_tokens: int | None = None
+    # Where the kept part of the history begins, and how many earlier non-system
+    # messages the request leaves out (the cut note says so); 0 and 0 before any cut.
+    cut: int = 0
+    omitted: int = 0
+    task_pinned: bool = False
+    # History positions of the results sent compacted, and of the messages before the
+    # cut that were sent anyway, with their protection class.
+    compacted_positions: tuple[int, ...] = ()
+    kept: tuple[tuple[int, str], ...] = ()
+    # For each message of the request, the history positions it was made from (several
+    # for user turns joined at the front, none for the note).
+    origins: tuple[tuple[int, ...], ...] = ()
+    # The factor the thresholds were compared with (`tokens_after` is uncorrected).
+    calibration: Calibration = UNCALIBRATED
+
+
+# Joined user turns kept between calls: the front after a cut changes only at the next cut.
+_JOINED_KEPT = 8
+# Marks a compacted result in a request's fingerprints.
+_COMPACTED = 0x5F3759DF
+
+
+class CacheAwareReplay:
+    """Replay state of one growing history under the cache-aware policy.
+
+    `plan(history, fixed_tokens=..., final=k)` returns the request for a call on
+    `history`, whose first `k` messages are the same as on every later call: those are
+    replayed once and kept, the rest is replayed for this call only. `fixed_tokens` are
+    this call's tokens outside the messages (request overhead and tool definitions); a
+    call with other fixed tokens replays the history anew. Positions, counts and
+    fingerprints are kept, never the messages themselves (but a task cut to its share).
+    `reset()` forgets the history.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int,
+        counter: MessageTokenCounter,
+        high_watermark: float = DEFAULT_HIGH_WATERMARK,
+        low_watermark: float = DEFAULT_LOW_WATERMARK,
+        keep_recent: int = DEFAULT_KEEP_RECENT,
+        min_chars: int = 500,
+        compaction: ResultCompaction | None = None,
+        pin_task: bool = True,
+        shared_calibration: SharedCalibration | None = None,
+    ) -> None:
+        """`shared_calibration`: the model's default, used until the history reports a size."""
+        validate_max_tokens(max_tokens)
+        validate_watermarks(high_watermark=high_watermark, low_watermark=low_watermark)
+        validate_microcompact_settings(keep_recent=keep_recent, min_chars=min_chars)
+        self._counter = counter
+        self._fixed = 0
+        self._high_share = high_watermark
+        self._low_share = low_watermark
+        self._keep_recent = keep_recent
+        self._min_chars = min_chars
+        self._compaction = compaction if compaction is not None else ResultCompaction()
+        self._pin_task = pin_task
+        self._max_tokens = max_tokens
+        self._shared_calibration = shared_calibration
+        self._last_request: list[int] | None = None
+        self._joined: dict[tuple[int, ...], tuple[BaseMessage, int, int]] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the history: the next plan replays its history from the start."""
+        self._known = 0
+        self._replay = _Replay()
+        self._decisions = _Decisions()
+        self._task_copies = MadeMessages()
+
+    def plan(
+        self,
+        history: Sequence[BaseMessage],
+        *,
+        fixed_tokens: int = 0,
+        final: int | None = None,
+        summary_for: Callable[[int], str | None] | None = None,
+        overflows: Sequence[Overflow] = (),
+    ) -> CompactionPlan:
+        """The request for a model call on `history` (the full, repaired history).
+
+        The first `final` messages (all by default) must be those of every later call;
+        the history read so far must be a prefix of them (else call `reset()` first).
+        Where the request leaves earlier messages out, a note at the cut says how many;
+        `summary_for(cut)` (a summary of them, made once per cut by the caller, or None)
+        goes into that note. The budget reserves room for the plain note only: a note
+        with a summary that would take the request over the high watermark is left out.
+        `overflows`: the provider refused this call's request for its length (a retry).
+        """
+        if fixed_tokens != self._fixed:
+            # The thresholds of every earlier call point depend on them.
+            self._fixed = fixed_tokens
+            self.reset()
+        final = len(history) if final is None else final
+        for index in range(self._known, final):
+            self._add(history, index, self._decisions)
+        self._known = max(self._known, final)
+        tool_names = len(self._replay.tool_names)
+        decisions = replace(self._decisions)
+        for index in range(final, len(history)):
+            self._add(history, index, decisions)
+        self._call(history, decisions, end=len(history), overflows=overflows)
+        cut = decisions.cut
+        summary = summary_for(cut) if summary_for is not None and cut else None
+        plan = self._build(history, decisions, summary=summary)
+        self._replay.forget_from(final, tool_names)
+        return plan
+
+    @property
+    def previous_request(self) -> list[int] | None:
+        """Fingerprints of the previous request, for the prefix report (None before one)."""
+        return self._last_request
+
+    @previous_request.setter
+    def previous_request(self, prints: list[int] | None) -> None:
+        self._last_request = prints
+
+    def _add(self, history: Sequence[BaseMessage], index: int, decisions: _Decisions) -> None:
+        message = history[index]
+        if isinstance(message, AIMessage):
+            self._call(history, decisions, end=index, overflows=overflows_of(message))
+            self._observe_reported_size(message, decisions)
+            for call_id, name in iter_declared_tool_calls(message):
+                self._replay.tool_names.setdefault(call_id, name)
+        tokens = self._counter.count_message(message)
+        self._replay.tokens.append(tokens)
+        self._replay.prints.append(message_fingerprint(message))
+        decisions.raw_tokens += tokens
+        if isinstance(message, SystemMessage):
+            self._replay.system_indices.append(index)
+            decisions.system_tokens += tokens
+            return
+        if is_task_candidate(message):
+            self._replay.users.append(index)
+            if self._replay.task is None:
+                self._note_task(message, index)
+        decisions.history_tokens += tokens
+        if isinstance(message, ToolMessage):
+            self._note_tool_result(message, index)
+
+    def _note_task(self, message: BaseMessage, index: int) -> None:
+        """The task pinned after a cut: the user's words only (a note stored with them by
+        an earlier cut is left out), verbatim where they fit their share, else cut to it."""
+        assert isinstance(message, HumanMessage)
+        words = without_added_parts(message)
+        if words is None:
+            return
+        self._replay.task = index
+        copy = pinned_task_copy(words, self._max_tokens, self._counter)
+        if copy is not None:
+            self._replay.task_fits = True
+            self._replay.task_cut = copy is not words
+            self._replay.task_copied = copy is not message
+            self._replay.task_tokens = self._counter.count_message(copy)
+
+    def _task_message(self, history: Sequence[BaseMessage]) -> BaseMessage:
+        task = self._replay.task
+        assert task is not None
+        message = history[task]
+        if not self._replay.task_copied:
+            return message
+        # Made again from the history's message, and kept only while that message lives:
+        # the replay keeps no copy of the task.
+        copy = self._task_copies.get(0, (task,), history)
+        if copy is None:
+            assert isinstance(message, HumanMessage)
+            words = without_added_parts(message)
+            assert words is not None
+            copy = pinned_task_copy(words, self._max_tokens, self._counter)
+            assert copy is not None
+            self._task_copies.put(0, (task,), history, copy)
+        return copy
+
+    def _note_tool_result(self, message: ToolMessage, index: int) -> None:
+        name = message.name or self._replay.tool_names.get(message.tool_call_id, "")
+        if name in self._compaction.exclude_tools:
+            self._replay.excluded.append(index)
+            return
+        if not self._compaction.applies_to(name):
+            return
+        if content_text_length(message.content) < self._min_chars:
+            return
+        if message.content == self._compaction.placeholder_for(name):
+            return
+        self._replay.compactable.append(index)
+        self._replay.compactable_names[index] = name
+
+    def _omitted(self, decisions: _Decisions) -> int:
+        """Non-system messages before the cut that the request leaves out."""
+        systems = bisect.bisect_left(self._replay.system_indices, decisions.cut)
+        pins = int(decisions.task_pinned) + int(decisions.pinned is not None)
+        pins += decisions.kept_messages - int(decisions.pinned_kept)
+        return decisions.cut - systems - pins
+
+    def _note_tokens(self, omitted: int) -> int:
+        if omitted <= 0:
+            return 0
+        known = self._replay.note_tokens.get(omitted)
+        if known is None:
+            known = self._counter.count_message(HumanMessage(cut_note(omitted)))
+            self._replay.note_tokens[omitted] = known
+        return known
+
+    def _total(self, decisions: _Decisions, *, note: bool = True) -> int:
+        pinned = 0 if decisions.pinned is None else self._replay.tokens[decisions.pinned]
+        if decisions.task_pinned:
+            pinned += self._replay.task_tokens
+        pinned += decisions.kept_tokens
+        if decisions.pinned_kept and decisions.pinned is not None:
+            pinned -= self._replay.tokens[decisions.pinned]
+        if note:
+            pinned += self._note_tokens(self._omitted(decisions))
+        return self._fixed + decisions.system_tokens + pinned + decisions.history_tokens
+
+    def _watermarks(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+    ) -> tuple[int, int]:
+        """The high and low watermarks in request tokens, at the call on the first `end`
+        messages: shares of the room history has, after the fixed tokens, the system
+        messages and the protected messages (the task, the current turn) are counted."""
+        base = self._fixed + decisions.system_tokens + self._protected_tokens(history, end)
+        room = max(self._max_tokens - base, 0)
+        return base + int(room * self._high_share), base + int(room * self._low_share)
+
+    def _protected_tokens(self, history: Sequence[BaseMessage], end: int) -> int:
+        """Tokens of the task and the current turn (the latest user message and the newest
+        group) at the call on the first `end` messages."""
+        replay = self._replay
+        tokens = replay.task_tokens if replay.task_fits else 0
+        if end == 0:
+            return tokens
+        newest = group_start(history, end)
+        tokens += sum(replay.tokens[newest:end])
+        users = replay.users
+        latest = bisect.bisect_left(users, end) - 1
+        if latest >= 0 and users[latest] < newest and users[latest] != replay.task:
+            tokens += replay.tokens[users[latest]]
+        return tokens
+
+    def _calibration(self, decisions: _Decisions) -> Calibration:
+        """The conversation's own calibration, or the model's default before its first."""
+        if decisions.calibration.observations or self._shared_calibration is None:
+            return decisions.calibration
+        return self._shared_calibration.value
+
+    def _corrected_total(self, decisions: _Decisions, *, note: bool = True) -> int:
+        """The request's tokens as the provider counts them: what thresholds compare."""
+        return self._calibration(decisions).corrected(self._total(decisions, note=note))
+
+    def _call(
+        self,
+        history: Sequence[BaseMessage],
+        decisions: _Decisions,
+        *,
+        end: int,
+        overflows: Sequence[Overflow] = (),
+    ) -> None:
+        """The decisions at one model call, and again after each refusal for length."""
+        self._step(history, decisions, end=end)
+        for overflow in overflows:
+            calibration = self._calibration(decisions)
+            decisions.calibration = calibration.observe_overflow(overflow, budget=self._max_tokens)
+            self._step(history, decisions, end=end)
+
+    def _observe_reported_size(self, message: AIMessage, decisions: _Decisions) -> None:
+        """Learn from the provider's count of the request that produced `message`.
+
+        Skipped where the estimate is over the budget: the last resort then shortened
+        the request, so the estimate is not of what was sent.
+        """
+        reported = reported_input_tokens(message)
+        if reported is None:
+            return
+        estimate = self._total(decisions)
+        if self._calibration(decisions).corrected(estimate) > self._max_tokens:
+            return
+        decisions.calibration = decisions.calibration.observe(estimate=estimate, reported=reported)
+        if decisions is self._decisions and self._shared_calibration is not None:
+            self._shared_calibration.observe(estimate=estimate, reported=reported)
+
+    def _step(self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int) -> None:
+        """The decisions at one model call on the first `end` messages."""
+        high, low = self._watermarks(history, decisions, end=end)
+        if self._corrected_total(decisions) <= high:
+            return
+        self._compact_oldest(history, decisions, end=end, low=low)
+        if self._corrected_total(decisions) > high:
+            self._cut_groups(history, decisions, end=end, low=low)
+
+    def _compaction_limit(self, end: int) -> int:
+        """How many of the compactable results before `end` may be compacted."""
+        available = bisect.bisect_left(self._replay.compactable, end)
+        return max(available - self._keep_recent, 0)
+
+    def _compact_oldest(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int, low: int
+    ) -> None:
+        limit = self._compaction_limit(end)
+        while decisions.compacted_count < limit and self._corrected_total(decisions) > low:
+            index = self._replay.compactable[decisions.compacted_count]
+            decisions.compacted_count += 1
+            saved = self._replay.tokens[index] - self._compacted_tokens(history, index)
+            if index >= decisions.cut:
+                decisions.history_tokens -= saved
+            # A kept group keeps the cost it had when the cut kept it: an estimate on the
+            # safe side, which spares a scan of the kept groups per compacted result.
+
+    def _compacted_tokens(self, history: Sequence[BaseMessage], index: int) -> int:
+        known = self._replay.compacted_tokens.get(index)
+        if known is None:
+            known = self._counter.count_message(self._compacted_copy(history, index))
+            self._replay.compacted_tokens[index] = known
+        return known
+
+    def _compacted_copy(self, history: Sequence[BaseMessage], index: int) -> ToolMessage:
+        original = history[index]
+        assert isinstance(original, ToolMessage)
+        placeholder = self._compaction.placeholder_for(self._replay.compactable_names[index])
+        return original.model_copy(update={"content": placeholder})
+
+    def _cost(self, history: Sequence[BaseMessage], decisions: _Decisions, index: int) -> int:
+        if self._is_compacted(decisions, index):
+            return self._compacted_tokens(history, index)
+        return self._replay.tokens[index]
+
+    def _is_compacted(self, decisions: _Decisions, index: int) -> bool:
+        if index not in self._replay.compactable_names:
+            return False
+        rank = bisect.bisect_left(self._replay.compactable, index)
+        return rank < decisions.compacted_count
+
+    def _holds_excluded_result(self, start: int, stop: int) -> bool:
+        excluded = self._replay.excluded
+        position = bisect.bisect_left(excluded, start)
+        return position < len(excluded) and excluded[position] < stop
+
+    def _protection_of(self, history: Sequence[BaseMessage], start: int, stop: int) -> str | None:
+        """Why the group `history[start:stop]` is kept across a cut, or None: a user's own
+        message (but the task, pinned on its own) or a call with an excluded tool's result."""
+        head = history[start]
+        if isinstance(head, HumanMessage):
+            pinned_on_its_own = start == self._replay.task and self._pin_task
+            if added_kind(head) is not None or (pinned_on_its_own and self._replay.task_fits):
+                return None
+            return KEPT_EARLIER_USER
+        if self._holds_excluded_result(start, stop):
+            return KEPT_EXCLUDED_TOOL
+        return None
+
+    def _cut_groups(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int, low: int
+    ) -> None:
+        """Cut whole groups from the front, down to the low watermark, newest group kept.
+
+        A user's message and a group holding a result of an excluded tool are kept (whole)
+        instead; where the kept groups take history over the high watermark, the oldest
+        give way in one step (see below); then the task, where it is what keeps the
+        request over budget.
+        """
+        newest = group_start(history, end)
+        # A tool loop that opens with a thinking block is cut whole or not at all (where
+        # an earlier call point cut its opening already, nothing is left to keep whole).
+        loop = thinking_tool_loop_start(history, end)
+        if loop is not None and loop >= decisions.cut:
+            newest = min(newest, loop)
+        while decisions.cut < newest and self._corrected_total(decisions) > low:
+            start = decisions.cut
+            stop = _group_end(history, start, end)
+            cost = sum(
+                self._cost(history, decisions, index)
+                for index in range(start, stop)
+                if not isinstance(history[index], SystemMessage)
+            )
+            decisions.history_tokens -= cost
+            why = self._protection_of(history, start, stop)
+            if why is not None:
+                decisions.keep(_KeptGroup(start, stop, cost, why))
+            for index in range(start, stop):
+                message = history[index]
+                if isinstance(message, HumanMessage) and added_kind(message) is None:
+                    decisions.last_user_before_cut = index
+            decisions.cut = stop
+            self._pin_for(history, decisions, end=end)
+        high, _ = self._watermarks(history, decisions, end=end)
+        if decisions.kept_groups and self._corrected_total(decisions) > high:
+            # The kept groups take history over the high watermark: the oldest give way, in
+            # one step, so that the next calls do not each move the cut by one group: down
+            # to the low watermark, or to half the room the rest leaves under the high one;
+            # where the rest alone is over it, only as far as the budget needs.
+            rest = self._corrected_total(decisions) - decisions.kept_tokens
+            target = self._max_tokens if rest >= high else max(low, (rest + high) // 2)
+            # Earlier user messages give way before results of excluded tools (their
+            # protection class is lower), each oldest first.
+            for why in (KEPT_EARLIER_USER, KEPT_EXCLUDED_TOOL):
+                while self._corrected_total(decisions) > target:
+                    oldest = next((g for g in decisions.kept_groups if g.why == why), None)
+                    if oldest is None:
+                        break
+                    decisions.give_up(oldest)
+                    if oldest.start == decisions.pinned:
+                        decisions.pinned_kept = False
+        if (
+            decisions.task_pinned
+            and self._corrected_total(decisions, note=False) > self._max_tokens
+        ):
+            # The task is left out where it is what keeps the request over budget (the
+            # note too: it is left out of a request it does not fit).
+            without_task = replace(decisions)
+            self._pin_for(history, without_task, end=end, pin_task=False)
+            if self._corrected_total(without_task, note=False) <= self._max_tokens:
+                decisions.task_pinned, decisions.pinned = False, without_task.pinned
+
+    def _pin_for(
+        self,
+        history: Sequence[BaseMessage],
+        decisions: _Decisions,
+        *,
+        end: int,
+        pin_task: bool = True,
+    ) -> None:
+        """The user messages to pin in front of the cut.
+
+        The task, verbatim where it fits its share of the budget and cut to it where
+        not; and the latest user message before the cut, whole, unless the kept part
+        opens with a user message. Where that latest one is an oversized task, it is
+        pinned whole as before (the last resort cuts it where the request is too large),
+        so that governing the request again pins it the same way.
+        """
+        latest = decisions.last_user_before_cut
+        for index in range(decisions.cut, end):
+            if isinstance(history[index], SystemMessage):
+                continue
+            if isinstance(history[index], HumanMessage):
+                latest = None
+            break
+        task = self._replay.task
+        pinnable = pin_task and self._pin_task and self._replay.task_fits
+        pinnable = pinnable and task is not None and task < decisions.cut
+        if pinnable and latest is not None and latest == task and self._replay.task_cut:
+            # An oversized task that is also the latest user message is pinned whole.
+            pinnable = False
+        decisions.task_pinned = pinnable
+        decisions.pinned = None if pinnable and latest == task else latest
+        decisions.pinned_kept = decisions.pinned is not None and any(
+            group.start == decisions.pinned for group in decisions.kept_groups
+        )
+
+    def _build(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, summary: str | None
+    ) -> CompactionPlan:
+        end = len(history)
+        replay = self._replay
+        output: list[BaseMessage] = []
+        costs: list[int] = []
+        prints: list[int] = []
+        origins: list[tuple[int, ...]] = []
+        compacted_positions: list[int] = []
+        kept: list[tuple[int, str]] = []
+        omitted = self._omitted(decisions)
+        # A cut that leaves nothing out (everything before it is protected) is no cut:
+        # the history goes as it is, so governing the request again changes nothing.
+        start = decisions.cut if omitted > 0 else 0
+
+        def send(index: int) -> None:
+            origins.append((index,))
+            if self._is_compacted(decisions, index):
+                output.append(self._compacted_copy(history, index))
+                costs.append(self._compacted_tokens(history, index))
+                prints.append(replay.prints[index] ^ _COMPACTED)
+                compacted_positions.append(index)
+            else:
+                output.append(history[index])
+                costs.append(replay.tokens[index])
+                prints.append(replay.prints[index])
+
+        def send_user_words(index: int) -> None:
+            # A pinned user message without what an earlier cut stored in it (its note).
+            message = history[index]
+            assert isinstance(message, HumanMessage)
+            words = without_added_parts(message)
+            if words is None or words is message:
+                send(index)
+                return
+            origins.append((index,))
+            output.append(words)
+            costs.append(self._counter.count_message(words))
+            prints.append(message_fingerprint(words))
+
+        if start > 0:
+            for index in replay.system_indices:
+                if index >= start:
+                    break
+                send(index)
+                kept.append((index, KEPT_SYSTEM))
+            if decisions.task_pinned:
+                task = self._task_message(history)
+                output.append(task)
+                origins.append((replay.task,) if replay.task is not None else ())
+                costs.append(replay.task_tokens)
+                prints.append(message_fingerprint(task))
+                assert replay.task is not None
+                kept.append((replay.task, KEPT_TASK))
+            pins = [(group.start, group.stop, group.why) for group in _kept(decisions)]
+            if decisions.pinned is not None:
+                current = _last_real_user(history, start, end) is None
+                why = KEPT_CURRENT_TURN if current else KEPT_LATEST_USER
+                pins.append((decisions.pinned, decisions.pinned + 1, why))
+            for pin_start, pin_stop, why in sorted(pins):
+                for index in range(pin_start, pin_stop):
+                    if isinstance(history[index], HumanMessage):
+                        send_user_words(index)
+                    else:
+                        send(index)
+                    kept.append((index, why))
+        for index in range(start, end):
+            send(index)
+        if start > 0:
+            output, costs, prints, origins = self._with_cut_note(
+                history, output, costs, prints, origins, omitted, summary, decisions
+            )
+        tokens_after = self._fixed + sum(costs)
+        plan = CompactionPlan(
+            messages=output,
+            compacted=len(compacted_positions),
+            removed=omitted if start > 0 else 0,
+            tokens_before=self._fixed + decisions.raw_tokens,
+            tokens_after=tokens_after,
+            cut=start,
+            omitted=omitted if start > 0 else 0,
+            task_pinned=decisions.task_pinned and start > 0,
+            compacted_positions=tuple(compacted_positions),
+            kept=tuple(kept),
+            origins=tuple(origins),
+            calibration=self._calibration(decisions),
+        )
+        if self._last_request is not None:
+            unchanged = _leading_equal(self._last_request, prints)
+            plan.unchanged_prefix_messages = unchanged
+            plan.unchanged_prefix_tokens = max(tokens_after - sum(costs[unchanged:]), 0)
+        self._last_request = prints
+        return plan
+
+    def _with_cut_note(
+        self,
+        history: Sequence[BaseMessage],
+        output: list[BaseMessage],
+        costs: list[int],
+        prints: list[int],
+        origins: list[tuple[int, ...]],
+        omitted: int,
+        summary: str | None,
+        decisions: _Decisions,
+    ) -> tuple[list[BaseMessage], list[int], list[int], list[tuple[int, ...]]]:
+        """The request with the note at the cut, and the user turns at its front joined.
+
+        The note goes right after the pinned task (or the system messages), as a user turn
+        of its own; where it meets other user turns they are joined into one message, each
+        its own run of blocks (see `_added.py`). A note with a summary must fit under the
+        high watermark (else the plain note goes), the plain note under the budget (else
+        none goes: a tiny budget).
+        """
+        high, _ = self._watermarks(history, decisions, end=len(history))
+        position = 0
+        while position < len(output) and isinstance(output[position], SystemMessage):
+            position += 1
+        if decisions.task_pinned:
+            position += 1
+        notes = [(cut_note(omitted, summary), high)] if summary else []
+        notes.append((cut_note(omitted), self._max_tokens))
+        for text, limit in notes:
+            note = cut_note_turn(text)
+            noted = [*output[:position], note, *output[position:]]
+            noted_costs = [*costs[:position], self._counter.count_message(note), *costs[position:]]
+            noted_prints = [*prints[:position], message_fingerprint(note), *prints[position:]]
+            noted_origins = [*origins[:position], (), *origins[position:]]
+            self._join_user_turns(noted, noted_costs, noted_prints, noted_origins)
+            if self._calibration(decisions).corrected(self._fixed + sum(noted_costs)) <= limit:
+                return noted, noted_costs, noted_prints, noted_origins
+        self._join_user_turns(output, costs, prints, origins)
+        return output, costs, prints, origins
+
+    def _join_user_turns(
+        self,
+        output: list[BaseMessage],
+        costs: list[int],
+        prints: list[int],
+        origins: list[tuple[int, ...]],
+    ) -> None:
+        """Join the user turns that meet after a cut (the task, the note, the user messages
+        kept across the cut, the kept part's first), as role alternation would on every
+        call: joined here, once per cut, the request needs no repair and keeps its prefix."""
+        position = 0
+        while position < len(output):
+            stop = position
+            while stop < len(output) and isinstance(output[stop], HumanMessage):
+                stop += 1
+            if stop - position < 2:
+                position = stop + 1 if stop == position else stop
+                continue
+            key = tuple(prints[position:stop])
+            joined = self._joined.get(key)
+            if joined is None:
+                run = output[position:stop]
+                parts = [user_parts(message) for message in run]
+                template = run[0]
+                assert isinstance(template, HumanMessage)
+                message = join_user_parts(parts, template=template)
+                joined = (
+                    message,
+                    self._counter.count_message(message),
+                    message_fingerprint(message),
+                )
+                if len(self._joined) >= _JOINED_KEPT:
+                    self._joined.clear()
+                self._joined[key] = joined
+            output[position:stop] = [joined[0]]
+            costs[position:stop] = [joined[1]]
+            prints[position:stop] = [joined[2]]
+            origins[position:stop] = [tuple(o for run in origins[position:stop] for o in run)]
+            position += 1
+
+
+def _kept(decisions: _Decisions) -> tuple[_KeptGroup, ...]:
+    """The kept groups, but the latest user message where it is pinned on its own."""
+    if decisions.pinned is None:
+        return decisions.kept_groups
+    return tuple(group for group in decisions.kept_groups if group.start != decisions.pinned)
+
+
+def _last_real_user(history: Sequence[BaseMessage], start: int, end: int) -> int | None:
+    """The last user message governance did not make in `history[start:end]`, if any."""
+    for index in range(end - 1, start - 1, -1):
+        message = history[index]
+        if isinstance(message, HumanMessage) and added_kind(message) is None:
+            return index
+    return None
+
+
+def _leading_equal(previous: list[int], current: list[int]) -> int:
+    """How many leading fingerprints of `current` are those of `previous`."""
+    count = 0
+    for old, new in zip(previous, current, strict=False):
+        if old != new:
+            break
+        count += 1
+    return count
+
+
+def _group_end(messages: Sequence[BaseMessage], start: int, end: int) -> int:
+    """End of the group that begins at `start`: a message and the tool results after it."""
+    stop = start + 1
+    if isinstance(messages[start], (AIMessage, ToolMessage)):
+        while stop < end and isinstance(messages[stop], ToolMessage):
+            stop += 1
+    return stop
+
+
+@runnable_when_called_without_messages
+def compact_in_batches(
+    messages: Sequence[MessageLikeRepresentation],
+    *,
+    max_tokens: int,
+    high_watermark: float = DEFAULT_HIGH_WATERMARK,
+    low_watermark: float = DEFAULT_LOW_WATERMARK,
+    keep_recent: int = DEFAULT_KEEP_RECENT,
+    min_chars: int = 500,
+    compactable_tools: Collection[str] | None = None,
+    exclude_tools: Collection[str] = (),
+    placeholder: str = DEFAULT_PLACEHOLDER,
+    pin_task: bool = True,
+    token_counter: TokenCounterSpec = "approximate",
+    tools: Sequence[Any] | None = None,
+) -> list[BaseMessage]:
+    """Compact and cut the history in rare, large steps that keep the prompt cache warm.
+
+    The watermarks are shares of the room history has (`max_tokens` less the request
+    overhead, the tool definitions in `tools` and the system messages). Nothing changes
+    while history stays under the high watermark. Past it, the oldest results of
+    compactable tools (every tool but `exclude_tools`, or only `compactable_tools` where
+    given; at least `min_chars` long, all but the newest `keep_recent`) become
+    `placeholder`, oldest first, until it is under the low watermark; where that is not
+    enough, whole groups are cut from the front in one step. After a cut the
+    conversation's first user message (the task, cut to a quarter of `max_tokens` where
+    larger) is pinned right after the system messages when `pin_task`, then a note saying
+    how many messages were left out, the groups holding results of `exclude_tools` (while
+    they fit), and the latest user message before the cut where the kept part does not
+    open with one; the user turns that meet there are joined as separate blocks. Each
+    decision is replayed from the history itself, so the same history always gives the
+    same request, and a compacted result stays compacted as the history grows.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> history = [HumanMessage("audit the repo")]
+        >>> for n in range(12):
+        ...     call = {"name": "read_file", "args": {}, "id": f"c{n}"}
+        ...     result = ToolMessage("x" * 2000, tool_call_id=f"c{n}")
+        ...     history += [AIMessage("", tool_calls=[call]), result]
+        >>> request = compact_in_batches(history, max_tokens=4_000, keep_recent=2)
+        >>> sum("Output cleared" in str(m.content) for m in request)
+        6
+    """
+    counter = get_token_counter(token_counter)
+    replay = CacheAwareReplay(
+        max_tokens=max_tokens,
+        counter=counter,
+        high_watermark=high_watermark,
+        low_watermark=low_watermark,
+        keep_recent=keep_recent,
+        min_chars=min_chars,
+        compaction=ResultCompaction(
+            compactable_tools=compactable_tools,
+            exclude_tools=exclude_tools,
+            placeholder=placeholder,
+        ),
+        pin_task=pin_task,
+    )
+    fixed_tokens = counter.request_overhead + counter.count_tools(tools)
+    return list(replay.plan(as_message_list(messages), fixed_tokens=fixed_tokens).messages)
