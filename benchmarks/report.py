@@ -378,18 +378,24 @@ def render_targets(targets: Sequence[Target]) -> str:
 FIDELITY_HEADER = (
     "current turn lost",
     "task lost",
-    "excluded lost",
+    "excluded lost (that fit)",
+    "excluded that could not fit (sent)",
     "needed facts visible",
+    "of them only in the note",
 )
 
 
 def fidelity_cells(counts: FidelityCounts) -> list[str]:
     share = counts.facts_share
+    in_note = counts.facts_in_note_only
+    unfittable = counts.excluded_unfittable
     return [
         f"{counts.current_lost}/{counts.current_checked}",
         f"{counts.task_lost}/{counts.task_checked}",
         f"{counts.excluded_lost}/{counts.excluded_checked}" if counts.excluded_checked else "-",
+        f"{unfittable} ({counts.excluded_unfittable_sent})" if unfittable else "-",
         "-" if share is None else f"{share:.1%} ({counts.facts_needed:,})",
+        f"{in_note / counts.facts_needed:.1%}" if counts.facts_needed and in_note else "-",
     ]
 
 
