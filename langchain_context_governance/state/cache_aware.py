@@ -12,19 +12,23 @@ call a cut.
 - when it crosses the high watermark, the oldest compactable results are compacted,
   oldest first, until it is under the low watermark; a result once compacted stays
   compacted;
-- when compaction alone cannot bring it under the high watermark, the conversation is
-  cut in one step, in whole groups, down to the low watermark, and that cut point is
-  kept until the high watermark is crossed again.
+- where that leaves history above `COMPACTION_ENOUGH_SHARE` of the way from the low to
+  the high watermark, the conversation is cut too, in the same step, in whole groups,
+  down to the low watermark (one edit of the request, not a compaction now and another a
+  few calls later), and that cut point is kept until the high watermark is crossed again.
 
 What a cut keeps, by protection class: the system messages; the current user turn (the
 newest group is never cut, and the latest user message before the cut is pinned); the
 task (the conversation's first user message, pinned after the system messages, cut to a
 quarter of the budget where larger); the groups holding results of `exclude_tools`
-(whole: an assistant message stays with all its results), kept across cuts while they
-fit under the high watermark, the oldest given up first (down to the low watermark, in
-one step, so the cut point moves rarely); then the note at the cut. The rest goes by age. Nothing
-governance adds is written into a message: the note is a user turn of its own, joined to
-the user turns it meets as a separate run of content blocks (see `_added.py`).
+(whole: an assistant message stays with all its results), newest first, while they fit
+the budget beside those (their tokens count in the watermarks' base; one left out comes
+back where it fits again); the earlier user messages, newest first, within
+`EARLIER_USERS_SHARE` of the room; then the note at the cut, which names how many
+messages it leaves out and lists the values they held (ids, codes, dates, names, paths:
+`passes/cut_values.py`) within `NOTE_VALUES_SHARE` of the room. The rest goes by age.
+Nothing governance adds is written into a message: the note is a user turn of its own,
+joined to the user turns it meets as a separate run of content blocks (see `_added.py`).
 
 The decisions are a deterministic function of the history and the settings: the
 history is replayed call point by call point (the model was called before every
@@ -94,14 +98,14 @@ from langchain_context_governance.tokens.counter import (
 )
 
 # Chosen with benchmarks/ from the trade-off table in benchmarks/README.md (27 real agent
-# runs, the BFCL tool-heavy replay and a 300-iteration tool loop): edit nothing until history
-# passes 95% of its room, then compact or cut down to 20% of it. No pair reached the needed
-# facts of compaction="keep_recent" on the real runs (84.2%); 0.95/0.2 is the only one within
-# 0.6x ClearToolUsesEdit's cost (0.595), with the highest hit ratio there (94.3%); 0.95/0.3
-# shows 2.1 points more needed facts at 0.611, 1.0/0.3 3.7 points more at 0.650. On the
-# tool-heavy replay the low watermark hardly matters: protected messages fill the room.
+# runs, the BFCL tool-heavy replay and a 300-iteration tool loop): edit nothing while the
+# request fits, then compact or cut down to 30% of the room history has. A high watermark
+# under 1 gives the tool-heavy replay fewer cache hits than trim_messages (0.95: 59.1%
+# against 60.4%); low 0.3 shows the model more than 0.2 (86.6% of the needed facts on the
+# real runs against 84.9%) within the targets (95.2% cache hits, 0.565x ClearToolUsesEdit);
+# 0.5 goes over them (94.7%, 0.626).
 DEFAULT_HIGH_WATERMARK = 1.0
-DEFAULT_LOW_WATERMARK = 0.2
+DEFAULT_LOW_WATERMARK = 0.3
 # Newest compactable results a batch leaves whole. The batch happens only when the high
 # watermark is crossed, and results that arrive after it stay whole until the next one, so
 # a small number costs the model little; 3 instead of 10 compacts enough in one batch that

@@ -267,7 +267,9 @@ def test_the_tools_of_a_call_count_against_its_budget():
     assert governor.count_tokens(history, tools=[tool]) > governor.count_tokens(history)
     with_tools = governor.govern(history, tools=[tool]).report
     without = governor.govern(history).report
-    assert without.tokens_after <= with_tools.tokens_after <= governor.budget
+    # Each within the budget; which is larger depends on when each replay compacted or cut.
+    assert with_tools.tokens_after <= governor.budget
+    assert without.tokens_after <= governor.budget
     assert with_tools.tokens_before - without.tokens_before == governor.count_tokens(
         [], tools=[tool]
     )
