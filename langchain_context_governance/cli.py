@@ -383,7 +383,9 @@ def govern(
     window: Annotated[
         int | None,
         typer.Option(
-            "--window", min=1, help="Context window in tokens. " + _default("none: no snipping")
+            "--window",
+            min=1,
+            help="Context window in tokens. " + _default("none: repairs only"),
         ),
     ] = None,
     max_output: Annotated[
@@ -424,7 +426,11 @@ def govern(
     ] = "approximate",
     keep_recent: Annotated[
         int,
-        typer.Option("--keep-recent", min=0, help="Recent tool results microcompact keeps."),
+        typer.Option(
+            "--keep-recent",
+            min=0,
+            help="Newest tool results never compacted (both compaction modes).",
+        ),
     ] = DEFAULT_KEEP_RECENT,
     provider: ProviderOption = None,
     output: Annotated[

@@ -144,8 +144,8 @@ class GovernanceReport:
     indices left out of the request; messages inside a range that are listed in `kept`
     were sent anyway), `truncated` (messages whose text was cut to a head and a tail), and
     `kept` (index and protection class of each message before the cut that was still
-    sent: "system", "task", "current-turn", "latest-user", "excluded-tool"). `fate(index)`
-    reads them for one message.
+    sent: "system", "task", "current-turn", "latest-user", "excluded-tool",
+    "earlier-user"). `fate(index)` reads them for one message.
     """
 
     tokens_before: int

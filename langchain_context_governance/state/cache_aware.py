@@ -4,9 +4,11 @@ Every edit to a message throws away the provider's prompt cache from that messag
 The seed rules (keep the newest N results whole, slide the cut by one iteration per
 call) edit a message near the end of the prompt on almost every call. This policy edits
 rarely and in batches instead. The watermarks are shares of the room history has: the
-budget less the fixed tokens of the call (request overhead and tool definitions) and the
-system messages, so tool definitions filling most of a small budget do not make every
-call a cut.
+budget less the fixed tokens of the call (request overhead and tool definitions), the
+system messages and the protected messages (the task, the current turn, the results of
+excluded tools kept), so tool definitions filling most of a small budget do not make
+every call a cut; never above the budget, so that protected messages that do not fit
+are cut too, the task first.
 
 - nothing is compacted while the history stays under the high watermark;
 - when it crosses the high watermark, the oldest compactable results are compacted,
@@ -58,6 +60,7 @@ from langchain_context_governance._added import (
 from langchain_context_governance._messages import (
     as_message_list,
     content_text_length,
+    declared_tool_call_ids,
     iter_declared_tool_calls,
     message_fingerprint,
 )
@@ -515,9 +518,11 @@ class CacheAwareReplay:
     ) -> tuple[int, int]:
         """The high and low watermarks in request tokens, at the call on the first `end`
         messages: shares of the room history has, after the fixed tokens, the system
-        messages and the protected messages (the task, the current turn) are counted."""
+        messages and the protected messages (the task, the current turn) are counted; never
+        above the budget, so that protected messages over it are cut too (the task first)."""
         base, room = self._room(history, decisions, end=end)
-        return base + int(room * self._high_share), base + int(room * self._low_share)
+        high = min(base + int(room * self._high_share), self._max_tokens)
+        return high, min(base + int(room * self._low_share), self._max_tokens)
 
     def _room(
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
@@ -1124,7 +1129,8 @@ def _fitting(
 def _thinking_tool_loop_start(history: Sequence[BaseMessage], end: int) -> int | None:
     """`thinking_tool_loop_start`, where the user turns governance added (for alternation)
     do not end the agent's tool loop: a request governed again, in which the provider
-    rules added such turns inside a loop, is cut as its history was."""
+    rules added such turns inside a loop, is cut as its history was. A response without
+    tool calls ends the turn before the loop (the user turn after it opens a new one)."""
     if thinking_tool_loop_start(history, end) is None:
         return None
     opening = None
@@ -1133,6 +1139,8 @@ def _thinking_tool_loop_start(history: Sequence[BaseMessage], end: int) -> int |
         if isinstance(message, HumanMessage) and added_kind(message) != "user-turn":
             break
         if isinstance(message, AIMessage):
+            if opening is not None and not declared_tool_call_ids(message):
+                break
             opening = index
     return opening if opening is not None and opens_with_thinking(history[opening]) else None
 

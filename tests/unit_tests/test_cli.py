@@ -580,7 +580,7 @@ def test_help_shows_the_defaults() -> None:
     assert result.exit_code == 0
     assert "[default: 4096, or the --model profile's]" in result.stdout
     assert "[default: 1024]" in result.stdout
-    assert "[default: none: no snipping]" in result.stdout
+    assert "[default: none: repairs only]" in result.stdout
 
 
 # ------------------------------------------------ governed bodies as the real clients send them

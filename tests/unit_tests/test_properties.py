@@ -148,11 +148,15 @@ def opens_with_thinking(message: BaseMessage) -> bool:
 def minimal_request(request: list[BaseMessage]) -> list[BaseMessage]:
     """System messages, the last user message and, after it, the newest complete tool group.
 
-    A tool loop whose first response opens with a thinking block is one group: Anthropic
-    wants that response with the rest of the loop, so it is never cut inside.
+    The last user message is the user's own (one with a tag) where there is one: the
+    current turn is never cut for a user turn governance added. A tool loop whose first
+    response opens with a thinking block is one group: Anthropic wants that response with
+    the rest of the loop, so it is never cut inside.
     """
     systems = [m for m in request if isinstance(m, SystemMessage)]
-    last_user = max(i for i, m in enumerate(request) if isinstance(m, HumanMessage))
+    users = [i for i, m in enumerate(request) if isinstance(m, HumanMessage)]
+    own = [i for i in users if USER_TAG.search(text_of(request[i]))]
+    last_user = max(own or users)
     group: list[BaseMessage] = []
     if isinstance(request[-1], ToolMessage):
         newest_call = max(i for i, m in enumerate(request) if isinstance(m, AIMessage))
@@ -266,7 +270,11 @@ def test_with_a_budget_newest_user_texts_stay_and_a_fitting_request_fits(
         # request, after the window counted them apart; on a budget of a few dozen tokens
         # the difference can exceed it.
         return
-    if has_user and budgeted.count_tokens(minimal_request(whole)) <= budget:
+    # Repairs that depend on earlier messages change the current turn's size once those
+    # are cut (a call whose id an earlier call used is written as text only while that
+    # earlier call is sent), so the current turn must fit in both shapes.
+    fits = has_user and budgeted.count_tokens(minimal_request(whole)) <= budget
+    if fits and budgeted.count_tokens(minimal_request(governed)) <= budget:
         assert budgeted.count_tokens(governed) <= budget
 
 

@@ -154,3 +154,38 @@ def test_a_small_room_gets_the_brief_note() -> None:
     note = note_of(governor.govern(history).messages)
     assert note is not None and note.startswith("[Context note: ") and "omitted here." in note
     assert "Work done in them" not in note
+
+
+def tiny(provider: str, budget: int) -> ContextGovernor:
+    """A governor whose whole window is the input budget."""
+    return ContextGovernor(
+        provider=provider, context_window_tokens=budget, max_output_tokens=0, safety_buffer=0
+    )
+
+
+def test_a_task_over_the_budget_beside_the_current_turn_gives_way() -> None:
+    """The protected messages alone over the budget: the watermarks stay at the budget,
+    so the task (below the current turn) is cut instead of the request going over."""
+    history = [SystemMessage("alpha"), HumanMessage("x"), SystemMessage("alpha")]
+    history.append(HumanMessage("u3 alpha"))
+    governor = tiny("openai", 20)
+    assert governor.count_tokens(history) > 20
+
+    governed = governor.govern(history).messages
+
+    assert governor.count_tokens(governed) <= 20
+    assert [m.content for m in governed] == ["alpha", "alpha", "u3 alpha"]
+
+
+def test_a_response_without_calls_ends_the_turn_before_a_thinking_tool_loop() -> None:
+    """Only the loop from its thinking-led opening is kept whole; an earlier answer
+    (two responses in a row, a user turn added between them) is cut like any message."""
+    thinking = {"type": "thinking", "thinking": "alpha", "signature": "sig-a1"}
+    answer = AIMessage([{**thinking, "signature": "sig-a0"}, {"type": "text", "text": "alpha"}])
+    loop = AIMessage([thinking], tool_calls=[call("c1", "read_file", q="alpha")])
+    governor = tiny("glm", 53)
+
+    governed = governor.govern([answer, loop]).messages
+
+    assert governor.count_tokens(governed) <= 53
+    assert [m for m in governed if isinstance(m, AIMessage)] == [loop]
