@@ -250,7 +250,7 @@ class CacheAwareReplay:
     this call's tokens outside the messages (request overhead and tool definitions); a
     call with other fixed tokens replays the history anew. Positions, counts and
     fingerprints are kept, never the messages themselves (but a task cut to its share).
-    `reset()` forgets the history.
+    `start_over()` forgets the history.
     """
 
     def __init__(
@@ -282,9 +282,9 @@ class CacheAwareReplay:
         self._shared_calibration = shared_calibration
         self._last_request: list[int] | None = None
         self._joined: dict[tuple[int, ...], tuple[BaseMessage, int, int]] = {}
-        self.reset()
+        self.start_over()
 
-    def reset(self) -> None:
+    def start_over(self) -> None:
         """Forget the history: the next plan replays its history from the start."""
         self._known = 0
         self._replay = _Replay()
@@ -303,7 +303,7 @@ class CacheAwareReplay:
         """The request for a model call on `history` (the full, repaired history).
 
         The first `final` messages (all by default) must be those of every later call;
-        the history read so far must be a prefix of them (else call `reset()` first).
+        the history read so far must be a prefix of them (else call `start_over()` first).
         Where the request leaves earlier messages out, a note at the cut says how many;
         `summary_for(cut)` (a summary of them, made once per cut by the caller, or None)
         goes into that note. The budget reserves room for the plain note only: a note
@@ -313,7 +313,7 @@ class CacheAwareReplay:
         if fixed_tokens != self._fixed:
             # The thresholds of every earlier call point depend on them.
             self._fixed = fixed_tokens
-            self.reset()
+            self.start_over()
         final = len(history) if final is None else final
         for index in range(self._known, final):
             self._add(history, index, self._decisions)

@@ -24,27 +24,34 @@ its call was already answered with the placeholder, and moving the result back w
 rewrite a prefix the provider's prompt cache holds.
 
 The stream keeps no message objects and no copy of message content: positions, weak
-references and fingerprints of what it read, the call ids declared, and for each
-message a repair made, how to make it again from the caller's messages (a recipe). A
-made message is kept only as long as the messages it was made from are alive, and is
+references and keys of what it read (`_messages.message_key`: a message's id, class and
+content length, or its fingerprint where it has no id), the call ids declared, and for
+each message a repair made, how to make it again from the caller's messages (a recipe).
+A made message is kept only as long as the messages it was made from are alive, and is
 served only to a call that passes those very objects: a conversation is never given a
 message made from another conversation's messages, however equal their text.
+
+A call normally passes the messages read before as the very same objects, which one
+identity check per message confirms. A history reloaded from a checkpoint (new objects,
+as the first call of every LangGraph run gets it) is matched by the messages' keys, in
+bulk, without reading their text; `message_key` says which in-place edits this sees.
 """
 
 from __future__ import annotations
 
+import bisect
 import operator
 import weakref
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import overload
+from typing import Literal, overload
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_context_governance._added import synthetic_user_turn
-from langchain_context_governance._messages import iter_declared_tool_calls, message_fingerprint
+from langchain_context_governance._messages import iter_declared_tool_calls, message_keys
 from langchain_context_governance.passes._names import ALTERNATION as ALTERNATION_PASS_NAME
 from langchain_context_governance.passes._names import PROVIDER_RULES as BRIDGE_PASS_NAME
 from langchain_context_governance.passes.alternation import can_merge_turns, merge_turns
@@ -62,6 +69,9 @@ Bridge = Callable[[BaseMessage, BaseMessage], list[BaseMessage]]
 # Where no source index exists: the message was made by a repair.
 _MADE = -1
 _dereference = weakref.ref.__call__
+# How a call's messages continue what was read: the very objects read before, or equal
+# messages as new objects (a reloaded history).
+Continuation = Literal["same objects", "reloaded"]
 
 # How a made message is made again from the caller's messages: (kind, start, stop, k) for
 # the group of messages[start:stop]:
@@ -81,13 +91,16 @@ class StreamRead:
     `history` is the repaired history of the call; `restarted` whether the messages did
     not continue what was read before (the stream started over); `raw_tokens` the
     tokens of the messages as they came; `changes` the repairs of the whole history, by
-    pass (also those decided on earlier calls).
+    pass (also those decided on earlier calls); `same_objects` whether the messages read
+    before came as the very objects of the previous call (not reloaded, not restarted):
+    what was made from them on that call can be served again.
     """
 
     history: RepairedHistory
     restarted: bool
     raw_tokens: int
     changes: dict[str, int]
+    same_objects: bool = False
 
 
 class RepairedHistory(Sequence[BaseMessage]):
@@ -135,7 +148,18 @@ class RepairedHistory(Sequence[BaseMessage]):
 
     def __getitem__(self, index: int | slice) -> BaseMessage | list[BaseMessage]:
         if isinstance(index, slice):
-            return [self[position] for position in range(*index.indices(len(self)))]
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return [self[position] for position in range(start, stop, step)]
+            if stop <= start:
+                return []
+            final = self.final
+            output = self._stream._final_slice(
+                self._messages, start, min(stop, final), self._groups
+            )
+            if stop > final:
+                output.extend(self._pending[max(start, final) - final : stop - final])
+            return output
         if index < 0:
             index += len(self)
         if index >= self.final:
@@ -146,12 +170,11 @@ class RepairedHistory(Sequence[BaseMessage]):
         return self._messages[source]
 
     def __iter__(self) -> Iterator[BaseMessage]:
-        for index in range(len(self)):
-            yield self[index]
+        return iter(self[:])
 
     def to_list(self) -> list[BaseMessage]:
         """The repaired history as a new list."""
-        return list(self)
+        return self[:]
 
 
 @dataclass
@@ -208,8 +231,13 @@ class RepairStream:
         # What was read: the caller's messages up to `_read`, the final part of the output.
         self._read = 0
         self._refs: list[weakref.ref[BaseMessage]] = []
-        self._prints = array("q")
+        self._keys = array("q")
         self._sources = array("q")
+        # The final part as runs: each starts at a position with its source, and a run
+        # of the caller's messages goes on with consecutive sources (a made message is a
+        # run of its own), so a slice of the history is a few slices of the caller's list.
+        self._run_positions = array("q")
+        self._run_sources = array("q")
         self._recipes: dict[int, Recipe] = {}
         self._made = MadeMessages()
         self._opened = False
@@ -221,7 +249,8 @@ class RepairStream:
 
     def read(self, messages: Sequence[BaseMessage]) -> StreamRead:
         """The repaired history of `messages`; its first `final` messages never change."""
-        restarted = not self._continues(messages)
+        continuation = self._continuation(messages)
+        restarted = continuation is None
         if restarted:
             self.start_over()
         pending = self._read_groups(messages)
@@ -234,7 +263,13 @@ class RepairStream:
         raw_tokens = self._read_tokens + sum(
             counter(messages[index]) for index in range(self._read, len(messages))
         )
-        return StreamRead(history, restarted=restarted, raw_tokens=raw_tokens, changes=changes)
+        return StreamRead(
+            history,
+            restarted=restarted,
+            raw_tokens=raw_tokens,
+            changes=changes,
+            same_objects=continuation == "same objects" and self._read > 0,
+        )
 
     def _drop_trailing_assistants(self, pending: _Pending) -> None:
         """No request ends on an assistant turn: this call's history leaves them out, with
@@ -260,28 +295,28 @@ class RepairStream:
 
     def continued_by(self, messages: Sequence[BaseMessage]) -> bool:
         """Whether `messages` starts with what this stream read (and it read anything)."""
-        return self._read > 0 and self._continues(messages, remember=False)
+        return self._read > 0 and self._continuation(messages, remember=False) is not None
 
-    def _continues(self, messages: Sequence[BaseMessage], *, remember: bool = True) -> bool:
-        """Whether `messages` starts with the messages read; compared by identity first.
+    def _continuation(
+        self, messages: Sequence[BaseMessage], *, remember: bool = True
+    ) -> Continuation | None:
+        """How `messages` starts with the messages read, or None where it does not.
 
-        With `remember`, an equal message that is a new object (a reloaded history)
-        replaces the remembered one, so the next call compares by identity again.
+        Compared by identity first, then by key (`message_key`, in bulk). With
+        `remember`, the new objects of a reloaded history replace the remembered ones,
+        so the next call compares by identity again.
         """
         known = self._read
         if len(messages) < known:
-            return False
+            return None
         if all(map(operator.is_, map(_dereference, self._refs), islice(messages, known))):
-            return True
-        for index in range(known):
-            message = messages[index]
-            if self._refs[index]() is message:
-                continue
-            if message_fingerprint(message) != self._prints[index]:
-                return False
-            if remember:
-                self._refs[index] = weakref.ref(message)
-        return True
+            return "same objects"
+        read = list(islice(messages, known))
+        if message_keys(read) != self._keys:
+            return None
+        if remember:
+            self._refs = list(map(weakref.ref, read))
+        return "reloaded"
 
     def _declared_before(self, start: int) -> Callable[[str], bool]:
         """Whether a call id was declared by a final group before caller index `start`."""
@@ -365,10 +400,12 @@ class RepairStream:
         for message, source, recipe in zip(
             pending.messages, pending.sources, pending.recipes, strict=True
         ):
+            position = len(self._sources)
             if source == _MADE:
                 assert recipe is not None
-                self._recipes[len(self._sources)] = recipe
+                self._recipes[position] = recipe
             self._sources.append(source)
+            self._extend_runs(position, source)
             if not isinstance(message, SystemMessage):
                 self._opened = True
         for call_id, group_start in pending.declared:
@@ -377,13 +414,51 @@ class RepairStream:
             self._changes[name] = self._changes.get(name, 0) + count
         self._remember_read(messages, read_up_to)
 
+    def _extend_runs(self, position: int, source: int) -> None:
+        runs, sources = self._run_positions, self._run_sources
+        if (
+            source != _MADE
+            and sources
+            and sources[-1] != _MADE
+            and sources[-1] + position - runs[-1] == source
+        ):
+            return
+        runs.append(position)
+        sources.append(source)
+
+    def _final_slice(
+        self,
+        messages: Sequence[BaseMessage],
+        start: int,
+        stop: int,
+        groups: dict[tuple[int, int], list[BaseMessage]],
+    ) -> list[BaseMessage]:
+        """The final messages at positions `start` to `stop`, as slices of `messages`."""
+        output: list[BaseMessage] = []
+        runs, sources = self._run_positions, self._run_sources
+        run = bisect.bisect_right(runs, start) - 1
+        position = start
+        while position < stop:
+            run_start, source = runs[run], sources[run]
+            run_stop = runs[run + 1] if run + 1 < len(runs) else len(self._sources)
+            end = min(stop, run_stop)
+            if source == _MADE:
+                output.append(self._made_at(position, messages, groups))
+            else:
+                offset = source - run_start
+                output.extend(messages[position + offset : end + offset])
+            position = end
+            run += 1
+        return output
+
     def _remember_read(self, messages: Sequence[BaseMessage], up_to: int) -> None:
-        for index in range(self._read, up_to):
-            message = messages[index]
-            self._refs.append(weakref.ref(message))
-            self._prints.append(message_fingerprint(message))
-            self._read_tokens += self._count_message(message)
-        self._read = max(self._read, up_to)
+        if up_to <= self._read:
+            return
+        read = list(islice(messages, self._read, up_to))
+        self._refs.extend(map(weakref.ref, read))
+        self._keys.extend(message_keys(read))
+        self._read_tokens += sum(map(self._count_message, read))
+        self._read = up_to
 
     def _made_at(
         self,
