@@ -321,5 +321,5 @@ def message_keys(messages: Iterable[BaseMessage]) -> array[int]:
     ids = list(map(_ID, items))
     if all(ids):
         lengths = map(len, map(_CONTENT, items))
-        return array("q", map(hash, zip(ids, map(type, items), lengths)))
+        return array("q", map(hash, zip(ids, map(type, items), lengths, strict=True)))
     return array("q", map(message_key, items))

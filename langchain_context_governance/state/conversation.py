@@ -139,12 +139,15 @@ class ConversationState:
             final=history.final,
             summary_for=self._summary_text,
             overflows=overflows,
+            same_objects=history.same_objects,
         )
         local = replay.previous_request
         if previous is None:
             self.previous_request = PreviousRequest(b"", None).followed_by(plan.messages, local)[0]
             return plan
-        self.previous_request, unchanged = previous.followed_by(plan.messages, local)
+        self.previous_request, unchanged = previous.followed_by(
+            plan.messages, local, unchanged=plan.unchanged_prefix_messages
+        )
         if unchanged is not None:
             plan.unchanged_prefix_messages = unchanged
             changed = sum(map(self.count_message, plan.messages[unchanged:]))

@@ -91,16 +91,13 @@ class StreamRead:
     `history` is the repaired history of the call; `restarted` whether the messages did
     not continue what was read before (the stream started over); `raw_tokens` the
     tokens of the messages as they came; `changes` the repairs of the whole history, by
-    pass (also those decided on earlier calls); `same_objects` whether the messages read
-    before came as the very objects of the previous call (not reloaded, not restarted):
-    what was made from them on that call can be served again.
+    pass (also those decided on earlier calls).
     """
 
     history: RepairedHistory
     restarted: bool
     raw_tokens: int
     changes: dict[str, int]
-    same_objects: bool = False
 
 
 class RepairedHistory(Sequence[BaseMessage]):
@@ -108,7 +105,8 @@ class RepairedHistory(Sequence[BaseMessage]):
 
     Final messages are read from the caller's list by position, or made again by the
     stream where a repair made them; positions below `final` never change while the
-    history only grows.
+    history only grows. `same_objects`: the final messages are the very objects they
+    were on the previous call (the caller passed the messages read before as they were).
     """
 
     def __init__(
@@ -117,7 +115,10 @@ class RepairedHistory(Sequence[BaseMessage]):
         stream: RepairStream,
         pending: list[BaseMessage],
         pending_sources: Sequence[int] = (),
+        *,
+        same_objects: bool = False,
     ) -> None:
+        self.same_objects = same_objects
         self._messages = messages
         self._stream = stream
         self._sources = stream._sources
@@ -255,7 +256,13 @@ class RepairStream:
             self.start_over()
         pending = self._read_groups(messages)
         self._drop_trailing_assistants(pending)
-        history = RepairedHistory(messages, self, pending.messages, pending.sources)
+        history = RepairedHistory(
+            messages,
+            self,
+            pending.messages,
+            pending.sources,
+            same_objects=continuation == "same objects" and self._read > 0,
+        )
         changes = dict(self._changes)
         for name, count in pending.changes.items():
             changes[name] = changes.get(name, 0) + count
@@ -263,13 +270,7 @@ class RepairStream:
         raw_tokens = self._read_tokens + sum(
             counter(messages[index]) for index in range(self._read, len(messages))
         )
-        return StreamRead(
-            history,
-            restarted=restarted,
-            raw_tokens=raw_tokens,
-            changes=changes,
-            same_objects=continuation == "same objects" and self._read > 0,
-        )
+        return StreamRead(history, restarted=restarted, raw_tokens=raw_tokens, changes=changes)
 
     def _drop_trailing_assistants(self, pending: _Pending) -> None:
         """No request ends on an assistant turn: this call's history leaves them out, with
