@@ -235,6 +235,8 @@ class CompactionPlan:
     origins: Sequence[tuple[int, ...]] = ()
     # The factor the thresholds were compared with (`tokens_after` is uncorrected).
     calibration: Calibration = UNCALIBRATED
+    # A fingerprint of each message of the request (equal fingerprints, equal messages).
+    fingerprints: array[int] | None = None
 
 
 # Joined user turns and notes kept between calls: the front after a cut changes only at
@@ -835,6 +837,7 @@ class CacheAwareReplay:
             kept=tuple(kept),
             origins=_Origins(front.origins, start + joined_body, len(request)),
             calibration=self._calibration(decisions),
+            fingerprints=prints,
         )
         if self._last_request is not None:
             unchanged = leading_equal(self._last_request, prints)
