@@ -66,6 +66,10 @@ from langchain_context_governance.tokens.counter import (
 CAP_LADDER_RATIO = 0.8
 # The last step of the ladder: about the marker alone, the most a message can be cut.
 MIN_CAP_TOKENS = 16
+# A cut that fills this share of its tokens is kept; below it, at most this many steps grow
+# it (see `_grown_to_fit`).
+_GOOD_ENOUGH_SHARE = 0.9
+_GROWTH_STEPS = 4
 # Share of the kept text shown before the marker (the rest is the tail): the start of a
 # file or log says what it is, its end holds the latest lines and error messages.
 HEAD_SHARE = 0.6
@@ -174,11 +178,46 @@ def truncate_message(
         return message
     keep = total * max_tokens // tokens
     while True:
-        content = _cut_content(message, keep, tool_name=tool_name)
-        copy = message.model_copy(update={"content": content})
-        if keep == 0 or counter.count_message(copy) <= max_tokens:
-            return copy
+        copy = _cut_copy(message, keep, tool_name=tool_name)
+        copy_tokens = counter.count_message(copy)
+        if keep == 0 or copy_tokens <= max_tokens:
+            return _grown_to_fit(message, copy, keep, copy_tokens, max_tokens, counter, tool_name)
         keep = int(keep * CAP_LADDER_RATIO)
+
+
+def _cut_copy(message: BaseMessage, keep: int, *, tool_name: str) -> BaseMessage:
+    return message.model_copy(update={"content": _cut_content(message, keep, tool_name=tool_name)})
+
+
+def _grown_to_fit(
+    message: BaseMessage,
+    copy: BaseMessage,
+    keep: int,
+    copy_tokens: int,
+    max_tokens: int,
+    counter: MessageTokenCounter,
+    tool_name: str,
+) -> BaseMessage:
+    """The fitting cut, grown where the first guess left much of `max_tokens` unused.
+
+    The first guess scales the text by the message's count, which for a message too large
+    to count exactly is an estimate (4 characters a token): text a tokenizer packs more
+    densely (a long run of one character, base64) would be cut far shorter than the
+    budget allows. A few proportional steps grow it while it still fits.
+    """
+    total = content_text_length(message.content)
+    for _ in range(_GROWTH_STEPS):
+        if copy_tokens >= max_tokens * _GOOD_ENOUGH_SHARE or keep >= total or copy_tokens <= 0:
+            break
+        larger = min(total, keep * max_tokens // copy_tokens)
+        if larger <= keep:
+            break
+        grown = _cut_copy(message, larger, tool_name=tool_name)
+        grown_tokens = counter.count_message(grown)
+        if grown_tokens > max_tokens:
+            break
+        copy, keep, copy_tokens = grown, larger, grown_tokens
+    return copy
 
 
 def _newest_call_results(messages: list[BaseMessage]) -> set[int]:

@@ -70,7 +70,6 @@ RULES: tuple[Rule, ...] = (
     tool_traffic.NO_INVALID_TOOL_CALLS,
     tool_traffic.ONE_TOOL_CALL_PER_MESSAGE,
     tool_traffic.NO_TOOL_ROLE,
-    reasoning.REASONING_CONTENT_WITH_TOOL_CALLS,
     content.NON_EMPTY_CONTENT,
     systems.SYSTEM_NOT_FIRST,
     systems.SYSTEM_AFTER_ASSISTANT_OR_TOOL,
@@ -78,6 +77,9 @@ RULES: tuple[Rule, ...] = (
     systems.ONE_LEADING_SYSTEM_MESSAGE,
     systems.NO_SYSTEM_ROLE,
     turns.TURN_ORDER,
+    # After the turn order: merging two responses can give a response's reasoning to
+    # calls that follow it (a late system message moved away from between them).
+    reasoning.REASONING_CONTENT_WITH_TOOL_CALLS,
     # After the turn order, which decides where the request's last user message is.
     reasoning.THINKING_OPENS_THE_TOOL_LOOP,
     turns.NO_USER_AFTER_TOOL_RESULTS,

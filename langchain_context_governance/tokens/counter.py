@@ -662,9 +662,13 @@ def counter_spec_for_model(model: BaseLanguageModel[Any]) -> TokenCounterSpec:
     return model
 
 
+def _is_langchain_openai(model: BaseLanguageModel[Any]) -> bool:
+    return type(model).__module__.startswith("langchain_openai")
+
+
 def _openai_model_name(model: BaseLanguageModel[Any]) -> str | None:
     """The name to pick a tiktoken encoding by, for a langchain-openai model that has one."""
-    if not type(model).__module__.startswith("langchain_openai"):
+    if not _is_langchain_openai(model):
         return None
     name = getattr(model, "tiktoken_model_name", None) or getattr(model, "model_name", None)
     if not isinstance(name, str):
@@ -685,6 +689,14 @@ def _model_backend(model: BaseLanguageModel[Any]) -> tuple[_Backend, bool]:
     offline = _offline_spec_for_model(model)
     if offline is not None:
         return _backend_for(offline)
+    if type(model).__name__ == "AzureChatOpenAI" and model.custom_get_token_ids is None:
+        # An Azure deployment serves an OpenAI model its name does not tell: every current
+        # one counts with the default encoding (its own counting needs the model's name).
+        return _named_backend("tiktoken"), False
+    if _is_langchain_openai(model) and model.custom_get_token_ids is None:
+        # Another server behind ChatOpenAI (vLLM, Ollama...): no OpenAI encoding is its
+        # tokenizer, and ChatOpenAI's own counting would download one.
+        return _ApproximateBackend(name=f"{name} (approximate)"), False
     if not _model_counts_tokens_itself(model):
         return _ApproximateBackend(name=f"{name} (approximate)"), False
     try:

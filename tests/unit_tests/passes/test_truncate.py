@@ -142,3 +142,19 @@ def test_cuts_only_text_keep_pairs_and_fit_whenever_possible(sizes, task_size, b
     ]
     if tokens(floor) <= budget:
         assert tokens(request) <= budget
+
+
+def test_a_densely_tokenized_message_too_large_to_count_exactly_is_cut_to_fill_its_cap():
+    from langchain_context_governance.passes.truncate import truncate_message
+
+    # 400,000 characters are counted approximately (4 a token) by this counter; tiktoken
+    # packs a run of one character far more densely, so a cut sized by the estimate alone
+    # would send a small part of what the cap allows.
+    counter = get_token_counter("tiktoken", exact_up_to_chars=100_000)
+    exact = get_token_counter("tiktoken")
+    message = ToolMessage("a" * 400_000, tool_call_id="c1")
+
+    cut = truncate_message(message, 5_000, counter, tool_name="read_file")
+
+    assert 0.9 * 5_000 <= exact.count_message(cut) <= 5_000
+    assert truncate_message(message, 5_000, counter, tool_name="read_file") == cut

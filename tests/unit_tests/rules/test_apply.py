@@ -9,7 +9,7 @@ import itertools
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
 from langchain_context_governance import (
@@ -424,3 +424,23 @@ def test_ids_and_names_with_lone_surrogates_are_repaired_not_crashed_on(provider
     assert not result_.report.fell_back
     assert validate_messages(result_.messages, provider=provider) == []
     assert len(stable_tool_call_id(bad_id)) == 9
+
+
+def test_responses_merged_after_a_late_system_message_moves_keep_reasoning_content_legal():
+    """Found by `make fuzz`: moving the system message out from between two responses
+    merges them, which gives the first one's `reasoning_content` to the second one's
+    calls; the next calls without it must then be repaired too, in the same pass."""
+    call = {"name": "read_file", "args": {}, "id": "c1", "type": "tool_call"}
+    history = [
+        HumanMessage("go"),
+        AIMessage("thinking aloud", additional_kwargs={"reasoning_content": "plan"}),
+        SystemMessage("late rules"),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage("one", tool_call_id="c1"),
+        AIMessage("", tool_calls=[{**call, "id": "c2"}]),
+        ToolMessage("two", tool_call_id="c2"),
+    ]
+    repaired = apply_provider_rules(history, provider="strict")
+
+    assert validate_messages(repaired, provider="strict") == []
+    assert apply_provider_rules(repaired, provider="strict") == repaired

@@ -128,9 +128,11 @@ LEGAL: dict[str, list[Any]] = {
 
 
 # What some profiles reject of the LEGAL requests: the chat-template profiles what their
-# templates reject, and "gemini" the invalid tool call ChatGoogleGenerativeAI would drop.
+# templates reject (Qwen3.5's an invalid tool call), and "gemini" the invalid tool call
+# ChatGoogleGenerativeAI would drop.
 PROFILE_FINDS: dict[tuple[str, str], set[str]] = {
     ("invalid tool call answered", "gemini"): {"invalid-tool-call"},
+    ("invalid tool call answered", "qwen"): {"invalid-tool-call"},
     ("invalid tool call answered", "strict"): {"invalid-tool-call"},
     ("two leading system messages", "strict"): {"several-system-messages"},
     ("two leading system messages", "qwen"): {"several-system-messages"},

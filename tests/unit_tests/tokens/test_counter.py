@@ -715,3 +715,23 @@ def test_the_governor_never_encodes_a_result_it_must_cut() -> None:
 def test_exact_up_to_chars_is_validated() -> None:
     with pytest.raises(ValueError, match="exact_up_to_chars must be >= 1"):
         tokens.get_token_counter("approximate", exact_up_to_chars=0)
+
+
+def test_langchain_openai_models_without_a_known_openai_name_count_offline_without_a_warning():
+    from langchain_openai import AzureChatOpenAI, ChatOpenAI
+
+    azure = AzureChatOpenAI(
+        azure_deployment="my-deployment",
+        api_version="2024-10-21",
+        azure_endpoint="https://example.invalid",
+        api_key="unused",
+    )
+    served_elsewhere = ChatOpenAI(
+        model="llama3.1:8b", base_url="http://127.0.0.1:9/v1", api_key="unused"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # An Azure deployment is an OpenAI model: the default encoding.
+        assert get_token_counter(azure).name == "tiktoken:o200k_base"
+        # Another server's model has its own tokenizer: an estimate, never a download.
+        assert get_token_counter(served_elsewhere).name == "model:ChatOpenAI (approximate)"
