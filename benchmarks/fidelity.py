@@ -1,32 +1,52 @@
 """What the model still sees of what it needs: the fidelity measures of a replay (issue 20).
 
-- *current turn lost*: calls whose request lacks the latest user message, verbatim (as a
-  message, or as a whole text block of one), counted where it fits a quarter of the budget;
+Every measure is a function of the history, the request a policy sent and the budget, and
+is applied the same way to every policy.
+
+- *current turn lost*: calls whose request lacks the current user turn: the latest user
+  message, verbatim (as a message, or as a run of whole text blocks of one), and, where
+  the turn is a tool loop (tool calls follow that message), its latest tool-call group
+  (the assistant message and its results, as sent in the history); counted where the
+  user message fits a quarter of the budget and the group too;
 - *task lost*: the same for the conversation's first user message;
 - *excluded lost*: results of excluded tools (memory, receipts) that the history holds
-  before the call and the request does not;
+  before the call and the request does not, though they would have fit: with the system
+  messages, the current turn, the task (cut to a quarter of the budget where larger) and
+  the newer excluded results' groups (the oldest give way first), the result's own group
+  (its call and all the call's results) is within the budget. Those that cannot fit beside
+  the higher protection classes are counted apart (*excluded that could not fit*, and how
+  many of them were sent anyway);
 - *needed facts visible*: for each assistant tool call of the replayed history, the
   argument values (strings of 3 characters or more, numbers of 2 digits or more) that
   appear earlier in the conversation (in a message's text or an earlier call's
   arguments), and the share of them still in the request the policy sent before it.
+  Counted apart: the values the request shows only in text governance added (the
+  governor's note at a cut), not in any message or block of the history.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 __all__ = [
     "FidelityCounts",
     "call_values",
     "carries_verbatim",
+    "excluded_that_fit",
     "message_text",
+    "original_text",
     "request_text",
 ]
+
+# Where governance marks what it added (the package's `_added.ADDED_KEY`): a message it
+# made, or the parts of a user message it joined, each the user's words or its own text.
+ADDED_KEY = "context_governance"
+USER_PART = "user"
 
 
 def message_text(message: BaseMessage) -> str:
@@ -47,6 +67,40 @@ def message_text(message: BaseMessage) -> str:
 
 def request_text(messages: Sequence[BaseMessage]) -> str:
     return "\n".join(message_text(message) for message in messages)
+
+
+def _own_blocks(message: BaseMessage) -> list[Any] | None:
+    """The blocks of `message` that are not governance's text, or None where all are."""
+    mark = message.response_metadata.get(ADDED_KEY)
+    if not isinstance(mark, dict):
+        return _blocks(message)
+    if "added" in mark:
+        return None
+    parts = mark.get("parts")
+    content = message.content
+    if not isinstance(parts, list) or not isinstance(content, list):
+        return _blocks(message)
+    own: list[Any] = []
+    start = 0
+    for count, kind in parts:
+        if kind == USER_PART:
+            own += content[start : start + count]
+        start += count
+    return own
+
+
+def original_text(messages: Sequence[BaseMessage]) -> str:
+    """`request_text` without what governance added (marked messages and parts)."""
+    texts = []
+    for message in messages:
+        blocks = _own_blocks(message)
+        if blocks is None:
+            continue
+        if blocks == _blocks(message):
+            texts.append(message_text(message))
+        else:
+            texts.append(message_text(message.model_copy(update={"content": blocks})))
+    return "\n".join(texts)
 
 
 def _values(value: Any) -> Iterator[str]:
@@ -94,6 +148,87 @@ def carries_verbatim(request: Sequence[BaseMessage], message: BaseMessage) -> bo
     return False
 
 
+def _sent_as_is(request: Sequence[BaseMessage], message: BaseMessage) -> bool:
+    """Whether `message` (a call or a result) is in `request` as in the history."""
+    for sent in request:
+        if sent is message:
+            return True
+        if type(sent) is not type(message) or sent.content != message.content:
+            continue
+        if isinstance(message, ToolMessage):
+            assert isinstance(sent, ToolMessage)
+            if sent.tool_call_id == message.tool_call_id:
+                return True
+        elif isinstance(message, AIMessage):
+            assert isinstance(sent, AIMessage)
+            if sent.tool_calls == message.tool_calls:
+                return True
+    return False
+
+
+def _group_of(history: Sequence[BaseMessage], index: int) -> tuple[int, int]:
+    """The group holding `history[index]`: an assistant message and the results after it."""
+    start = index
+    while start > 0 and isinstance(history[start], ToolMessage):
+        start -= 1
+    stop = start + 1
+    if isinstance(history[start], (AIMessage, ToolMessage)):
+        while stop < len(history) and isinstance(history[stop], ToolMessage):
+            stop += 1
+    return start, stop
+
+
+def _current_tool_group(history: Sequence[BaseMessage], latest_user: int) -> tuple[int, int] | None:
+    """The latest tool-call group after the latest user message, where the turn is a loop."""
+    for index in range(len(history) - 1, latest_user, -1):
+        message = history[index]
+        if isinstance(message, AIMessage) and message.tool_calls:
+            return _group_of(history, index)
+    return None
+
+
+def excluded_that_fit(
+    history: Sequence[BaseMessage],
+    excluded: Sequence[int],
+    *,
+    budget: int,
+    pinnable: int,
+    count: Callable[[BaseMessage], int],
+) -> set[int]:
+    """The positions in `excluded` (results of excluded tools) whose groups fit the budget
+    beside the higher protection classes: the system messages, the current turn (the latest
+    user message and the newest group), the task (at most `pinnable` tokens), and the newer
+    excluded groups, newest first (the oldest give way first)."""
+    users = [i for i, message in enumerate(history) if isinstance(message, HumanMessage)]
+    taken: set[int] = set()
+    total = 0
+    for index, message in enumerate(history):
+        if isinstance(message, SystemMessage):
+            taken.add(index)
+            total += count(message)
+    if users:
+        taken.add(users[0])
+        total += min(count(history[users[0]]), pinnable)
+        if users[-1] not in taken:
+            taken.add(users[-1])
+            total += count(history[users[-1]])
+    if history:
+        start, stop = _group_of(history, len(history) - 1)
+        for index in range(start, stop):
+            if index not in taken:
+                taken.add(index)
+                total += count(history[index])
+    fitting: set[int] = set()
+    for position in sorted(excluded, reverse=True):
+        start, stop = _group_of(history, position)
+        total += sum(count(history[i]) for i in range(start, stop) if i not in taken)
+        taken.update(range(start, stop))
+        if total > budget:
+            break
+        fitting.add(position)
+    return fitting
+
+
 @dataclass
 class FidelityCounts:
     """The fidelity measures of one policy over a replay, summed over calls."""
@@ -104,12 +239,23 @@ class FidelityCounts:
     task_lost: int = 0
     excluded_checked: int = 0
     excluded_lost: int = 0
+    # Results of excluded tools that could not fit beside the higher classes, and how
+    # many of those the request carried anyway (a policy over budget).
+    excluded_unfittable: int = 0
+    excluded_unfittable_sent: int = 0
     facts_needed: int = 0
     facts_visible: int = 0
+    # Of the visible ones, those only in governance's own text (the note at a cut).
+    facts_in_note_only: int = 0
 
     @property
     def facts_share(self) -> float | None:
         return self.facts_visible / self.facts_needed if self.facts_needed else None
+
+    @property
+    def facts_share_in_original(self) -> float | None:
+        visible = self.facts_visible - self.facts_in_note_only
+        return visible / self.facts_needed if self.facts_needed else None
 
     def add(self, other: FidelityCounts) -> None:
         for name in self.__dataclass_fields__:
@@ -123,36 +269,64 @@ class FidelityCounts:
         next_message: BaseMessage | None,
         earlier_text: str,
         pinnable: int,
-        count: Any,
-        excluded: Sequence[ToolMessage] = (),
+        budget: int,
+        count: Callable[[BaseMessage], int],
+        excluded_tools: frozenset[str] = frozenset(),
     ) -> None:
         """Measure one call: `history` is what the policy was given, `request` what it sent,
         `next_message` the assistant message the run made next, `earlier_text` the text
-        of `history` (see `request_text`), `pinnable` the most tokens a user message may
-        have to be counted, `count` a message counter, `excluded` the results of excluded
-        tools in `history`."""
-        users = [message for message in history if isinstance(message, HumanMessage)]
+        of `history` (see `request_text`), `pinnable` the most tokens a user message (and
+        the current turn's tool-call group) may have to be counted, `budget` what the
+        messages may take, `count` a message counter, `excluded_tools` the tools whose
+        results must survive."""
+        users = [i for i, message in enumerate(history) if isinstance(message, HumanMessage)]
         if users:
-            task, latest = users[0], users[-1]
+            task, latest = history[users[0]], history[users[-1]]
             if count(task) <= pinnable:
                 self.task_checked += 1
                 self.task_lost += not carries_verbatim(request, task)
-            if latest is not task and count(latest) <= pinnable:
+            group = _current_tool_group(history, users[-1])
+            group_messages = [] if group is None else list(history[group[0] : group[1]])
+            group_tokens = sum(count(message) for message in group_messages)
+            if (latest is not task or group_messages) and max(
+                count(latest), group_tokens
+            ) <= pinnable:
                 self.current_checked += 1
-                self.current_lost += not carries_verbatim(request, latest)
-        sent = {id(message) for message in request}
+                self.current_lost += not (
+                    carries_verbatim(request, latest)
+                    and all(_sent_as_is(request, message) for message in group_messages)
+                )
+        excluded = [
+            index
+            for index, message in enumerate(history)
+            if isinstance(message, ToolMessage) and message.name in excluded_tools
+        ]
         if excluded:
-            sent_text = None
-            for result in excluded:
-                self.excluded_checked += 1
-                if id(result) in sent:
-                    continue
-                if sent_text is None:
-                    sent_text = request_text(request)
-                self.excluded_lost += message_text(result) not in sent_text
+            fitting = excluded_that_fit(
+                history, excluded, budget=budget, pinnable=pinnable, count=count
+            )
+            sent = {id(message) for message in request}
+            sent_text: str | None = None
+            for index in excluded:
+                result = history[index]
+                carried = id(result) in sent
+                if not carried:
+                    if sent_text is None:
+                        sent_text = request_text(request)
+                    carried = message_text(result) in sent_text
+                if index in fitting:
+                    self.excluded_checked += 1
+                    self.excluded_lost += not carried
+                else:
+                    self.excluded_unfittable += 1
+                    self.excluded_unfittable_sent += carried
         if isinstance(next_message, AIMessage) and next_message.tool_calls:
             needed = [value for value in call_values(next_message) if value in earlier_text]
             if needed:
                 text = request_text(request)
+                visible = [value for value in needed if value in text]
                 self.facts_needed += len(needed)
-                self.facts_visible += sum(value in text for value in needed)
+                self.facts_visible += len(visible)
+                if visible:
+                    original = original_text(request)
+                    self.facts_in_note_only += sum(value not in original for value in visible)

@@ -8,9 +8,10 @@ run (and every cold timing) starts from new state. To compare another strategy, 
 from __future__ import annotations
 
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from copy import deepcopy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from langchain.agents.middleware import ClearToolUsesEdit
@@ -35,12 +36,14 @@ __all__ = [
     "TRIM_TIKTOKEN",
     "NamedPolicy",
     "RequestBuilder",
+    "Variant",
     "clear_tool_uses_name",
     "clear_tool_uses_request",
+    "constants_of",
     "governor_available",
     "governor_defaults",
     "governor_policies",
-    "governor_watermark_policy",
+    "governor_variant_policy",
     "loop_policies",
     "microcompact_keep_newest",
     "timing_policies",
@@ -48,6 +51,14 @@ __all__ = [
 ]
 
 RequestBuilder = Callable[[list[BaseMessage]], list[BaseMessage]]
+# The constants of the cache-aware policy the report names (and the trade-off varies).
+POLICY_CONSTANTS = (
+    "NOTE_VALUES_SHARE",
+    "NOTE_VALUES_MAX_TOKENS",
+    "EARLIER_USERS_SHARE",
+    "COMPACTION_ENOUGH_SHARE",
+    "FULL_NOTE_SHARE",
+)
 TrimCounter = MessageCounter | Literal["approximate"]
 
 TRIM_APPROXIMATE = "trim_messages(approximate)"
@@ -188,15 +199,40 @@ def governor_policies(budget: int, *, token_counter: str = "approximate") -> lis
     return policies
 
 
-def governor_watermark_policy(
+@dataclass(frozen=True)
+class Variant:
+    """The governor at its defaults but for some settings and some constants of its
+    cache-aware policy (`langchain_context_governance.state.cache_aware`), for the
+    trade-off table."""
+
+    label: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    constants: Mapping[str, Any] = field(default_factory=dict)
+
+
+@contextmanager
+def constants_of(variant: Variant) -> Iterator[None]:
+    """The cache-aware policy's constants set as `variant` has them, for the duration."""
+    from langchain_context_governance.state import cache_aware
+
+    saved = {name: getattr(cache_aware, name) for name in variant.constants}
+    for name, value in variant.constants.items():
+        setattr(cache_aware, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(cache_aware, name, value)
+
+
+def governor_variant_policy(
     budget: int,
+    variant: Variant,
     *,
-    high: float,
-    low: float,
     tools: Sequence[Any] | None = None,
     exclude_tools: frozenset[str] = frozenset(),
 ) -> NamedPolicy:
-    """The governor at its defaults but for the two watermarks (and the tools it is sent)."""
+    """The governor as `variant` sets it (and with the tools it is sent)."""
     from langchain_context_governance import ContextGovernor
 
     def make() -> RequestBuilder:
@@ -204,14 +240,18 @@ def governor_watermark_policy(
             context_window_tokens=budget + GOVERNOR_MAX_OUTPUT_TOKENS + GOVERNOR_SAFETY_BUFFER,
             max_output_tokens=GOVERNOR_MAX_OUTPUT_TOKENS,
             safety_buffer=GOVERNOR_SAFETY_BUFFER,
-            high_watermark=high,
-            low_watermark=low,
             tools=tools,
             exclude_tools=exclude_tools,
+            **variant.settings,
         )
-        return governor.invoke
 
-    return NamedPolicy(f"ContextGovernor(high={high}, low={low})", make)
+        def build(messages: list[BaseMessage]) -> list[BaseMessage]:
+            with constants_of(variant):
+                return governor.invoke(messages)
+
+        return build
+
+    return NamedPolicy(f"ContextGovernor({variant.label})", make)
 
 
 def tool_heavy_policies(
@@ -261,7 +301,13 @@ def governor_defaults() -> dict[str, Any]:
         "on_over_budget",
     )
     fields = ContextGovernor.model_fields
-    return {name: fields[name].default for name in shown if name in fields}
+    defaults = {name: fields[name].default for name in shown if name in fields}
+    from langchain_context_governance.state import cache_aware
+
+    for name in POLICY_CONSTANTS:
+        if hasattr(cache_aware, name):
+            defaults[name] = getattr(cache_aware, name)
+    return defaults
 
 
 def _compaction_modes(governor_class: Any) -> list[str]:

@@ -21,7 +21,7 @@ from benchmarks.trajectories import TrajectoryResult, combine, like_for_like_cos
 
 __all__ = [
     "Target",
-    "WatermarkTrial",
+    "Trial",
     "growth_table",
     "history_kind_table",
     "history_kind_targets",
@@ -378,18 +378,24 @@ def render_targets(targets: Sequence[Target]) -> str:
 FIDELITY_HEADER = (
     "current turn lost",
     "task lost",
-    "excluded lost",
+    "excluded lost (that fit)",
+    "excluded that could not fit (sent)",
     "needed facts visible",
+    "of them only in the note",
 )
 
 
 def fidelity_cells(counts: FidelityCounts) -> list[str]:
     share = counts.facts_share
+    in_note = counts.facts_in_note_only
+    unfittable = counts.excluded_unfittable
     return [
         f"{counts.current_lost}/{counts.current_checked}",
         f"{counts.task_lost}/{counts.task_checked}",
         f"{counts.excluded_lost}/{counts.excluded_checked}" if counts.excluded_checked else "-",
+        f"{unfittable} ({counts.excluded_unfittable_sent})" if unfittable else "-",
         "-" if share is None else f"{share:.1%} ({counts.facts_needed:,})",
+        f"{in_note / counts.facts_needed:.1%}" if counts.facts_needed and in_note else "-",
     ]
 
 
@@ -542,30 +548,37 @@ def tool_heavy_targets(
 
 
 @dataclass(frozen=True)
-class WatermarkTrial:
-    """The governor at one pair of watermarks, on the real trajectories and the loop."""
+class Trial:
+    """The governor as one variant sets it, on the real trajectories, the tool-heavy
+    replay and the loop."""
 
-    high: float
-    low: float
+    label: str
     trajectories: Sequence[TrajectoryResult]
     baseline: Sequence[TrajectoryResult]
     loop: Sequence[tuple[LoopResult, LoopResult]]  # (governor, ClearToolUsesEdit) per seed
     tool_heavy: Sequence[TrajectoryResult] = ()
 
 
-def tradeoff_table(trials: Sequence[WatermarkTrial]) -> str:
+def _facts_cell(counts: FidelityCounts) -> str:
+    share = counts.facts_share
+    if share is None:
+        return "-"
+    original = counts.facts_share_in_original or 0.0
+    return f"{share:.1%} ({share - original:.1%})"
+
+
+def tradeoff_table(trials: Sequence[Trial]) -> str:
     header = [
-        "high",
-        "low",
+        "variant",
         "real: hit ratio",
         "real: cost / CTU (like for like)",
+        "real: needed facts visible (of them only in the note)",
         "real: original share",
-        "real: needed facts visible",
         "real: current turn lost",
         "real: over budget",
-        "tool-heavy: needed facts visible",
+        "tool-heavy: needed facts visible (only in the note)",
         "tool-heavy: hit ratio",
-        "tool-heavy: excluded lost",
+        "tool-heavy: excluded lost (that fit)",
         "loop: lowest hit ratio",
         "loop: highest cost / CTU",
         "loop: over budget",
@@ -577,20 +590,17 @@ def tradeoff_table(trials: Sequence[WatermarkTrial]) -> str:
         share = sum(total.original_share) / total.calls if total.calls else 0.0
         loop_hits = [governor.hit_ratio for governor, _ in trial.loop]
         loop_costs = [governor.priced_cost / peer.priced_cost for governor, peer in trial.loop]
-        real_facts = total.fidelity.facts_share
         heavy = combine(trial.tool_heavy) if trial.tool_heavy else None
-        heavy_facts = heavy.fidelity.facts_share if heavy is not None else None
         rows.append(
             [
-                f"{trial.high}",
-                f"{trial.low}",
+                trial.label,
                 f"{total.hit_ratio:.1%}",
                 "-" if ratio is None else f"{ratio:.3f}",
+                _facts_cell(total.fidelity),
                 f"{share:.0%}",
-                "-" if real_facts is None else f"{real_facts:.1%}",
                 f"{total.fidelity.current_lost}/{total.fidelity.current_checked}",
                 str(total.over_budget),
-                "-" if heavy_facts is None else f"{heavy_facts:.1%}",
+                "-" if heavy is None else _facts_cell(heavy.fidelity),
                 "-" if heavy is None else f"{heavy.hit_ratio:.1%}",
                 "-"
                 if heavy is None

@@ -44,18 +44,19 @@ from benchmarks.policies import (
     GOVERNOR_TIKTOKEN,
     TRIM_APPROXIMATE,
     NamedPolicy,
+    Variant,
     clear_tool_uses_name,
     clear_tool_uses_policy,
     governor_available,
     governor_defaults,
-    governor_watermark_policy,
+    governor_variant_policy,
     loop_policies,
     timing_policies,
     tool_heavy_policies,
 )
 from benchmarks.report import (
     Target,
-    WatermarkTrial,
+    Trial,
     growth_table,
     history_kind_table,
     history_kind_targets,
@@ -103,17 +104,25 @@ HISTORY_KIND_POLICIES: dict[str, tuple[HistoryKind, ...]] = {
 }
 # Relative to the repository root; the runs are read from there, never copied in.
 DEFAULT_TRAJECTORIES = Path("../shared/real-trajectories")
-# The watermark pairs of the trade-off table (the default, 0.95/0.3, among them); every
-# other setting at its default.
-WATERMARK_GRID = (
-    (0.95, 0.2),
-    (0.95, 0.3),
-    (0.95, 0.5),
-    (0.95, 0.7),
-    (1.0, 0.3),
-    (1.0, 0.5),
-    (0.9, 0.3),
-    (0.8, 0.3),
+# The variants of the trade-off table: the defaults, other watermarks, and each constant of
+# the cache-aware policy (state/cache_aware.py) at other values; every other setting and
+# constant at its default.
+TRADEOFF_VARIANTS = (
+    Variant("defaults"),
+    Variant("high=1.0, low=0.2", {"high_watermark": 1.0, "low_watermark": 0.2}),
+    Variant("high=1.0, low=0.5", {"high_watermark": 1.0, "low_watermark": 0.5}),
+    Variant("high=0.95, low=0.2", {"high_watermark": 0.95, "low_watermark": 0.2}),
+    Variant("high=0.95, low=0.3", {"high_watermark": 0.95, "low_watermark": 0.3}),
+    Variant("high=0.9, low=0.3", {"high_watermark": 0.9, "low_watermark": 0.3}),
+    Variant("no values in the note", constants={"NOTE_VALUES_SHARE": 0.0}),
+    Variant("NOTE_VALUES_SHARE=0.05", constants={"NOTE_VALUES_SHARE": 0.05}),
+    Variant("NOTE_VALUES_SHARE=0.15", constants={"NOTE_VALUES_SHARE": 0.15}),
+    Variant(
+        "COMPACTION_ENOUGH_SHARE=1 (cut only above high)",
+        constants={"COMPACTION_ENOUGH_SHARE": 1.0},
+    ),
+    Variant("EARLIER_USERS_SHARE=1 (all, while they fit)", constants={"EARLIER_USERS_SHARE": 1.0}),
+    Variant("FULL_NOTE_SHARE=1 (the full note always)", constants={"FULL_NOTE_SHARE": 1.0}),
 )
 PACKAGES = ("langchain-core", "langchain", "langgraph", "tiktoken")
 
@@ -335,8 +344,8 @@ def print_tradeoff(
     memo: MessageTokenMemo,
     tool_heavy: ToolHeavyRun | None,
 ) -> None:
-    """The governor at each watermark pair, on the real runs, the tool-heavy replay and the
-    synthetic loop."""
+    """The governor as each variant sets it, on the real runs, the tool-heavy replay and
+    the synthetic loop."""
     seeds = range(arguments.seed, arguments.seed + arguments.loop_seeds)
     loops = {seed: build_tool_loop(arguments.loop_iterations, seed=seed) for seed in seeds}
     budget = arguments.loop_budget
@@ -346,14 +355,10 @@ def print_tradeoff(
         seed: simulate_loop(peer, loops[seed], budget=budget, memo=loop_memo) for seed in seeds
     }
     trials = []
-    for high, low in WATERMARK_GRID:
-        _progress(f"watermarks high={high} low={low}")
-        real = replay_all(
-            trajectories,
-            functools.partial(_watermark_policies, high=high, low=low),
-            memo,
-        )
-        policy = governor_watermark_policy(budget, high=high, low=low)
+    for variant in TRADEOFF_VARIANTS:
+        _progress(f"trade-off: {variant.label}")
+        real = replay_all(trajectories, functools.partial(_variant_policies, variant=variant), memo)
+        policy = governor_variant_policy(budget, variant)
         loop = [
             (simulate_loop(policy, loops[seed], budget=budget, memo=loop_memo), peers[seed])
             for seed in seeds
@@ -364,37 +369,35 @@ def print_tradeoff(
                 iter(
                     replay_tool_heavy(
                         tool_heavy,
-                        functools.partial(_tool_heavy_watermark_policies, high=high, low=low),
+                        functools.partial(_tool_heavy_variant_policies, variant=variant),
                         MessageTokenMemo(),
                     ).values()
                 )
             )
-        trials.append(WatermarkTrial(high, low, next(iter(real.values())), baseline, loop, heavy))
+        trials.append(Trial(variant.label, next(iter(real.values())), baseline, loop, heavy))
     print(
-        "\nWatermark trade-off (real: all runs above; tool-heavy: the BFCL replay below; "
+        "\nTrade-off (real: all runs above; tool-heavy: the BFCL replay below; "
         "loop: the tool loop, "
-        f"{len(loops)} seeds, budget {budget:,}; CTU = {clear_tool_uses_name()}):\n"
+        f"{len(loops)} seeds, budget {budget:,}; CTU = {clear_tool_uses_name()}; needed "
+        "facts visible, and in brackets the share of them shown only in the note):\n"
     )
     print(tradeoff_table(trials))
 
 
-def _watermark_policies(budget: int, *, high: float, low: float) -> list[NamedPolicy]:
-    return [governor_watermark_policy(budget, high=high, low=low)]
+def _variant_policies(budget: int, *, variant: Variant) -> list[NamedPolicy]:
+    return [governor_variant_policy(budget, variant)]
 
 
-def _tool_heavy_watermark_policies(
+def _tool_heavy_variant_policies(
     budget: int,
     tools: list[Any],
     tools_tokens: int,
     excluded: frozenset[str],
     *,
-    high: float,
-    low: float,
+    variant: Variant,
 ) -> list[NamedPolicy]:
     del tools_tokens  # the governor counts the tools itself
-    return [
-        governor_watermark_policy(budget, high=high, low=low, tools=tools, exclude_tools=excluded)
-    ]
+    return [governor_variant_policy(budget, variant, tools=tools, exclude_tools=excluded)]
 
 
 @dataclass(frozen=True)
@@ -502,7 +505,7 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         help="directory of real runs with a MANIFEST.json (relative to the repository root)",
     )
     parser.add_argument("--skip-trajectories", action="store_true")
-    parser.add_argument("--skip-tradeoff", action="store_true", help="no watermark trade-off table")
+    parser.add_argument("--skip-tradeoff", action="store_true", help="no trade-off table")
     parser.add_argument("--skip-tool-heavy", action="store_true", help="no BFCL replay")
     parser.add_argument(
         "--tool-heavy-limit", type=int, default=None, help="replay only the first N conversations"

@@ -289,19 +289,15 @@ def replay_trajectory(
         result.cached_tokens.append(tokens_of(request[:shared]))
         result.original_share.append(originals.tokens(request, history) / budget)
         result.rejected += first_request_problem(request) is not None
-        excluded = [
-            message
-            for message in history
-            if isinstance(message, ToolMessage) and message.name in exclude_tools
-        ]
         result.fidelity.measure_call(
             history,
             request,
             next_message=messages[point],
             earlier_text=earlier_text,
             pinnable=limit,
+            budget=budget,
             count=memo.count,
-            excluded=excluded,
+            excluded_tools=exclude_tools,
         )
         previous = request
     return result

@@ -833,6 +833,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
            note, its own user turn, joined with the user turns it meets as separate blocks.
         3. Guarantee the request's user turn (the one place that does).
         4. The provider rules that need the whole request.
+        4b. Where steps 3 and 4 took a request the replay made within budget over it (a
+           tool loop written as text where its opening thinking was cut), the replay
+           plans this call again with what they added counted, then steps 3 and 4 run on
+           that plan: the request fits, and governing it again changes nothing.
         5. The last resort, only where the request is still over budget: compact the
            newest results, then cut text by protection class, the current turn last.
         Pairing and alternation run once, in step 1: compaction and cuts keep whole
@@ -843,17 +847,27 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         """
         read = self._repair_history(state, messages)
         history = read.history
+        previous_request = state.previous_request
         plan = self._compact_and_cut(state, read, fixed_tokens=fixed_tokens, overflows=overflows)
+        request, made = self._user_turn_and_rules(state, plan, history, messages)
+        rules_tokens = self._added_by_rules(
+            plan, request, fixed_tokens=fixed_tokens, overflows=overflows
+        )
+        if rules_tokens:
+            state.previous_request = previous_request
+            plan = self._compact_and_cut(
+                state,
+                read,
+                fixed_tokens=fixed_tokens,
+                overflows=overflows,
+                rules_tokens=rules_tokens,
+            )
+            request, made = self._user_turn_and_rules(state, plan, history, messages)
         changes = dict(read.changes)
-        request = history.to_list() if plan is None else plan.messages
         if plan is not None:
             changes[MICROCOMPACT] = plan.compacted
             changes[SNIP] = plan.removed
-        has_conversation = any(not isinstance(message, ToolMessage) for message in messages)
-        request, added = guarantee_user_turn(request, has_conversation=has_conversation)
-        changes[ALTERNATION] = changes.get(ALTERNATION, 0) + added
-        request, rules = self._request_rules(state, request, plan)
-        for name, count in rules.items():
+        for name, count in made.items():
             changes[name] = changes.get(name, 0) + count
         measured = plan.tokens_after if plan is not None and request is plan.messages else None
         before_last_resort = request
@@ -871,6 +885,45 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         return _PipelineResult(
             request, changes, history, read.raw_tokens, plan, before_last_resort, fit, job
         )
+
+    def _user_turn_and_rules(
+        self,
+        state: ConversationState,
+        plan: CompactionPlan | None,
+        history: RepairedHistory,
+        messages: list[BaseMessage],
+    ) -> tuple[list[BaseMessage], dict[str, int]]:
+        """Steps 3 and 4: the request's user turn guaranteed, then the provider rules that
+        need the whole request; the request and the changes they made."""
+        request = history.to_list() if plan is None else plan.messages
+        has_conversation = any(not isinstance(message, ToolMessage) for message in messages)
+        request, added = guarantee_user_turn(request, has_conversation=has_conversation)
+        request, rules = self._request_rules(state, request, plan)
+        rules[ALTERNATION] = rules.get(ALTERNATION, 0) + added
+        return request, rules
+
+    def _added_by_rules(
+        self,
+        plan: CompactionPlan | None,
+        request: list[BaseMessage],
+        *,
+        fixed_tokens: int,
+        overflows: Sequence[Overflow],
+    ) -> int:
+        """Step 4b: what steps 3 and 4 added to a request the cache-aware replay made within
+        budget, where that takes it over (a tool loop written as text where its opening
+        thinking was cut, a user turn added): the replay then plans this call again with
+        those tokens counted, and cuts what they need. 0 where nothing is to be done."""
+        if plan is None or self.compaction != "cache_aware" or request is plan.messages:
+            return 0
+        assert self._budget is not None
+        calibration = self._calibration_for(plan, overflows)
+        if calibration.corrected(plan.tokens_after) > self._budget:
+            return 0
+        tokens = self._request_tokens(request, fixed_tokens)
+        if calibration.corrected(tokens) <= self._budget:
+            return 0
+        return tokens - plan.tokens_after
 
     def _request_rules(
         self, state: ConversationState, request: list[BaseMessage], plan: CompactionPlan | None
@@ -894,12 +947,16 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         *,
         fixed_tokens: int,
         overflows: Sequence[Overflow],
+        rules_tokens: int = 0,
     ) -> CompactionPlan | None:
-        """Step 2: compaction and cuts; None without a budget (repairs only)."""
+        """Step 2: compaction and cuts; None without a budget (repairs only).
+        `rules_tokens`: what steps 3 and 4 add to this call's request (step 4b)."""
         if self._budget is None:
             return None
         history = read.history
-        plan = state.plan(history, fixed_tokens=fixed_tokens, overflows=overflows)
+        plan = state.plan(
+            history, fixed_tokens=fixed_tokens, overflows=overflows, rules_tokens=rules_tokens
+        )
         if plan is not None:
             return plan
         messages = history.to_list()

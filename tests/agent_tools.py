@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 
 from langchain_context_governance import ContextGovernor, GovernanceReport, GovernanceResult
+from langchain_context_governance._added import user_parts
 from langchain_context_governance.passes.microcompact import compacted_placeholder
 from langchain_context_governance.rules.validate import validate_messages
 from langchain_context_governance.testing import ScriptedChatModel
@@ -188,13 +189,22 @@ def assert_requests_legal_and_within_budget(
         assert tokens <= governor.budget, f"request {number}: {tokens} > {governor.budget}"
 
 
-def assert_some_request_compacts(requests: list[list[BaseMessage]], tool_name: str) -> None:
+def is_shortened(messages: Sequence[BaseMessage], tool_name: str) -> bool:
+    """Whether `messages` compact a `tool_name` result or leave messages out (a cut note)."""
     placeholder = compacted_placeholder(tool_name)
-    assert any(
-        isinstance(message, ToolMessage) and message.content == placeholder
-        for request in requests
-        for message in request
-    ), f"no request compacted a {tool_name} result"
+    return any(
+        (isinstance(message, ToolMessage) and message.content == placeholder)
+        or "cut-note" in [kind for _, kind in user_parts(message)]
+        for message in messages
+    )
+
+
+def assert_some_request_shortened(requests: list[list[BaseMessage]], tool_name: str) -> None:
+    """Some request compacted a `tool_name` result or left messages out at a cut (a step
+    that cannot compact enough cuts too: the compacted results may be cut with it)."""
+    assert any(is_shortened(request, tool_name) for request in requests), (
+        f"no request compacted a {tool_name} result or cut the history"
+    )
 
 
 class GovernanceRuns:

@@ -14,10 +14,13 @@ the note included, is its own run of content blocks; a stored note (LangGraph's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from langchain_context_governance._added import cut_note_turn
 from langchain_context_governance.passes.alternation import merge_leading_user_turns
+from langchain_context_governance.passes.cut_values import KeyedValues, values_text
 
 CUT_NOTE = (
     "[Context note: {omitted} of this conversation {verb} omitted here to fit the context "
@@ -28,14 +31,27 @@ SUMMARY_NOTE = (
     "[Context note: {omitted} of this conversation {verb} omitted here to fit the context "
     "window. Summary of {them}:]\n{summary}"
 )
+VALUES_NOTE = "\n[Values from {them}, newest first: {values}]"
+# Where the room is small, every token of the note is one less for the conversation.
+BRIEF_NOTE = "[Context note: {omitted} omitted here.]"
+BRIEF_VALUES_NOTE = "\n[Values from {them}: {values}]"
 
 
-def cut_note(omitted: int, summary: str | None = None) -> str:
-    """The note for `omitted` dropped messages, with the summary of them where given.
+def cut_note(
+    omitted: int,
+    summary: str | None = None,
+    values: Sequence[KeyedValues] = (),
+    *,
+    brief: bool = False,
+) -> str:
+    """The note for `omitted` dropped messages, with the summary of them where given, and
+    the values they held (see `cut_values.py`) where given.
 
     Example:
         >>> cut_note(3)[:46]
         '[Context note: 3 earlier messages of this conv'
+        >>> cut_note(3, values=[("order_id", ("W123",))]).splitlines()[1]
+        '[Values from them, newest first: order_id: W123]'
     """
     if omitted <= 0:
         raise ValueError(f"omitted must be > 0, got {omitted}")
@@ -45,8 +61,13 @@ def cut_note(omitted: int, summary: str | None = None) -> str:
         "them": "them" if omitted > 1 else "it",
     }
     if summary:
-        return SUMMARY_NOTE.format(summary=summary.strip(), **words)
-    return CUT_NOTE.format(**words)
+        note = SUMMARY_NOTE.format(summary=summary.strip(), **words)
+    else:
+        note = (BRIEF_NOTE if brief else CUT_NOTE).format(**words)
+    if values:
+        template = BRIEF_VALUES_NOTE if brief else VALUES_NOTE
+        note += template.format(values=values_text(values), **words)
+    return note
 
 
 def cut_note_position(messages: list[BaseMessage], *, after_task: bool) -> int:

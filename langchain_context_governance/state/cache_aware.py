@@ -12,19 +12,23 @@ call a cut.
 - when it crosses the high watermark, the oldest compactable results are compacted,
   oldest first, until it is under the low watermark; a result once compacted stays
   compacted;
-- when compaction alone cannot bring it under the high watermark, the conversation is
-  cut in one step, in whole groups, down to the low watermark, and that cut point is
-  kept until the high watermark is crossed again.
+- where that leaves history above `COMPACTION_ENOUGH_SHARE` of the way from the low to
+  the high watermark, the conversation is cut too, in the same step, in whole groups,
+  down to the low watermark (one edit of the request, not a compaction now and another a
+  few calls later), and that cut point is kept until the high watermark is crossed again.
 
 What a cut keeps, by protection class: the system messages; the current user turn (the
 newest group is never cut, and the latest user message before the cut is pinned); the
 task (the conversation's first user message, pinned after the system messages, cut to a
 quarter of the budget where larger); the groups holding results of `exclude_tools`
-(whole: an assistant message stays with all its results), kept across cuts while they
-fit under the high watermark, the oldest given up first (down to the low watermark, in
-one step, so the cut point moves rarely); then the note at the cut. The rest goes by age. Nothing
-governance adds is written into a message: the note is a user turn of its own, joined to
-the user turns it meets as a separate run of content blocks (see `_added.py`).
+(whole: an assistant message stays with all its results), newest first, while they fit
+the budget beside those (their tokens count in the watermarks' base; one left out comes
+back where it fits again); the earlier user messages, newest first, within
+`EARLIER_USERS_SHARE` of the room; then the note at the cut, which names how many
+messages it leaves out and lists the values they held (ids, codes, dates, names, paths:
+`passes/cut_values.py`) within `NOTE_VALUES_SHARE` of the room. The rest goes by age.
+Nothing governance adds is written into a message: the note is a user turn of its own,
+joined to the user turns it meets as a separate run of content blocks (see `_added.py`).
 
 The decisions are a deterministic function of the history and the settings: the
 history is replayed call point by call point (the model was called before every
@@ -38,7 +42,7 @@ from __future__ import annotations
 import bisect
 import weakref
 from array import array
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
@@ -58,10 +62,17 @@ from langchain_context_governance._messages import (
     iter_declared_tool_calls,
     message_fingerprint,
 )
-from langchain_context_governance._reasoning import thinking_tool_loop_start
+from langchain_context_governance._reasoning import opens_with_thinking, thinking_tool_loop_start
 from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.cut_note import cut_note
+from langchain_context_governance.passes.cut_values import (
+    KeyedValues,
+    dropped_values,
+    grouped,
+    shown_words,
+    values_of,
+)
 from langchain_context_governance.passes.microcompact import (
     DEFAULT_PLACEHOLDER,
     ResultCompaction,
@@ -89,14 +100,14 @@ from langchain_context_governance.tokens.counter import (
 )
 
 # Chosen with benchmarks/ from the trade-off table in benchmarks/README.md (27 real agent
-# runs, the BFCL tool-heavy replay and a 300-iteration tool loop): edit nothing until history
-# passes 95% of its room, then compact or cut down to 20% of it. No pair reached the needed
-# facts of compaction="keep_recent" on the real runs (84.2%); 0.95/0.2 is the only one within
-# 0.6x ClearToolUsesEdit's cost (0.595), with the highest hit ratio there (94.3%); 0.95/0.3
-# shows 2.1 points more needed facts at 0.611, 1.0/0.3 3.7 points more at 0.650. On the
-# tool-heavy replay the low watermark hardly matters: protected messages fill the room.
-DEFAULT_HIGH_WATERMARK = 0.95
-DEFAULT_LOW_WATERMARK = 0.2
+# runs, the BFCL tool-heavy replay and a 300-iteration tool loop): edit nothing while the
+# request fits, then compact or cut down to 30% of the room history has. A high watermark
+# under 1 gives the tool-heavy replay fewer cache hits than trim_messages (0.95: 59.1%
+# against 60.4%); low 0.3 shows the model more than 0.2 (86.6% of the needed facts on the
+# real runs against 84.9%) within the targets (95.2% cache hits, 0.565x ClearToolUsesEdit);
+# 0.5 goes over them (94.7%, 0.626).
+DEFAULT_HIGH_WATERMARK = 1.0
+DEFAULT_LOW_WATERMARK = 0.3
 # Newest compactable results a batch leaves whole. The batch happens only when the high
 # watermark is crossed, and results that arrive after it stay whole until the next one, so
 # a small number costs the model little; 3 instead of 10 compacts enough in one batch that
@@ -111,6 +122,24 @@ KEPT_CURRENT_TURN = "current-turn"
 KEPT_LATEST_USER = "latest-user"
 KEPT_EXCLUDED_TOOL = "excluded-tool"
 KEPT_EARLIER_USER = "earlier-user"
+
+# Share of the room history has that a cut reserves for the values of the messages it
+# leaves out, listed in its note (passes/cut_values.py). Chosen with the trade-off table in
+# benchmarks/README.md: see DEFAULT_HIGH_WATERMARK.
+NOTE_VALUES_SHARE = 0.085
+NOTE_VALUES_MAX_TOKENS = 1_000
+# A step compacts the oldest results down to the low watermark; where that leaves history
+# above this share of the way from the low to the high watermark, it cuts in the same step
+# too (down to the low watermark): one edit of the request instead of a compaction now and
+# another a few calls later.
+COMPACTION_ENOUGH_SHARE = 0.25
+# Share of the room history has that the earlier user messages kept across a cut may take
+# (the newest kept, the oldest giving way first): the user's recent words stay verbatim
+# without crowding out the newest history where the room is small.
+EARLIER_USERS_SHARE = 0.1
+# The note explains itself ("Work done in them may already be complete; ...") where that
+# takes at most this share of the room history has, and is brief where the room is small.
+FULL_NOTE_SHARE = 0.05
 
 
 def validate_watermarks(*, high_watermark: float, low_watermark: float) -> None:
@@ -145,7 +174,8 @@ class _Replay:
     task_cut: bool = False
     task_copied: bool = False
     task_tokens: int = 0
-    note_tokens: dict[int, int] = field(default_factory=dict)
+    # Tokens of the plain note, by the messages it counts and whether it is brief.
+    note_tokens: dict[tuple[int, bool], int] = field(default_factory=dict)
 
     def forget_from(self, index: int, tool_names: int) -> None:
         """Drop what was learned from position `index` on, and tool names past the first ones."""
@@ -191,19 +221,34 @@ class _Decisions:
     # Their tokens and messages, kept as sums so that a decision costs O(1); and whether
     # the pinned latest user message is one of them (it is then counted once, as the pin).
     kept_tokens: int = 0
+    kept_excluded_tokens: int = 0
     kept_messages: int = 0
+    # What the newest result of an excluded tool left out for want of room costs (with
+    # its call): where it fits again, a step takes it back.
+    readmit_tokens: int = 0
+    # What the provider rules that need the whole request add to it, where a first plan
+    # of the current call found it over budget for them (0 at every earlier call point).
+    rules_tokens: int = 0
     pinned_kept: bool = False
     # Learned from the sizes the provider reported for the replies so far.
     calibration: Calibration = UNCALIBRATED
+    # The values of the omitted messages the note lists (passes/cut_values.py), and the
+    # tokens they add to the note: made at each cut, kept until the next.
+    note_values: tuple[KeyedValues, ...] = ()
+    note_values_tokens: int = 0
 
     def keep(self, group: _KeptGroup) -> None:
         self.kept_groups = (*self.kept_groups, group)
         self.kept_tokens += group.tokens
+        if group.why == KEPT_EXCLUDED_TOOL:
+            self.kept_excluded_tokens += group.tokens
         self.kept_messages += group.stop - group.start
 
     def give_up(self, group: _KeptGroup) -> None:
         self.kept_groups = tuple(kept for kept in self.kept_groups if kept is not group)
         self.kept_tokens -= group.tokens
+        if group.why == KEPT_EXCLUDED_TOOL:
+            self.kept_excluded_tokens -= group.tokens
         self.kept_messages -= group.stop - group.start
 
 
@@ -242,6 +287,9 @@ class CompactionPlan:
 # Joined user turns and notes kept between calls: the front after a cut changes only at
 # the next cut.
 _JOINED_KEPT = 8
+# Characters a token holds in the approximate count: a first guess at how many characters
+# of values fit the tokens reserved for them, corrected by the counter.
+_CHARS_PER_TOKEN = 4
 # Marks a compacted result in a request's fingerprints.
 _COMPACTED = 0x5F3759DF
 
@@ -368,7 +416,10 @@ class CacheAwareReplay:
         self._shared_calibration = shared_calibration
         self._last_request: array[int] | None = None
         self._joined: dict[tuple[int, ...], tuple[BaseMessage, int, int]] = {}
-        self._notes: dict[tuple[int, str | None], tuple[BaseMessage, int, int]] = {}
+        self._notes: dict[
+            tuple[int, str | None, tuple[KeyedValues, ...], bool], tuple[BaseMessage, int, int]
+        ] = {}
+        self._full_note_tokens: int | None = None
         self.start_over()
 
     def start_over(self) -> None:
@@ -391,6 +442,7 @@ class CacheAwareReplay:
         summary_for: Callable[[int], str | None] | None = None,
         overflows: Sequence[Overflow] = (),
         same_objects: bool = False,
+        rules_tokens: int = 0,
     ) -> CompactionPlan:
         """The request for a model call on `history` (the full, repaired history).
 
@@ -404,6 +456,8 @@ class CacheAwareReplay:
         `same_objects`: the messages read before are the very objects of the previous
         call, so what was sent of them then is sent again as it was, and only what is new
         is added to the request.
+        `rules_tokens`: what the provider rules that need the whole request add to this
+        call's request (known from a first plan of it), counted at this call only.
         """
         if fixed_tokens != self._fixed:
             # The thresholds of every earlier call point depend on them.
@@ -417,6 +471,7 @@ class CacheAwareReplay:
         decisions = replace(self._decisions)
         for index in range(final, len(history)):
             self._add(history, index, decisions)
+        decisions.rules_tokens = rules_tokens
         self._call(history, decisions, end=len(history), overflows=overflows)
         cut = decisions.cut
         summary = summary_for(cut) if summary_for is not None and cut else None
@@ -515,14 +570,33 @@ class CacheAwareReplay:
         pins += decisions.kept_messages - int(decisions.pinned_kept)
         return decisions.cut - systems - pins
 
-    def _note_tokens(self, omitted: int) -> int:
+    def _note_tokens(self, decisions: _Decisions, omitted: int) -> int:
+        """Tokens of the plain note for `omitted` messages (without summary or values)."""
         if omitted <= 0:
             return 0
-        known = self._replay.note_tokens.get(omitted)
+        brief = self._brief_note(decisions)
+        known = self._replay.note_tokens.get((omitted, brief))
         if known is None:
-            known = self._counter.count_message(HumanMessage(cut_note(omitted)))
-            self._replay.note_tokens[omitted] = known
+            known = self._counter.count_message(HumanMessage(cut_note(omitted, brief=brief)))
+            self._replay.note_tokens[(omitted, brief)] = known
         return known
+
+    def _note(
+        self,
+        decisions: _Decisions,
+        omitted: int,
+        summary: str | None = None,
+        values: Sequence[KeyedValues] = (),
+    ) -> str:
+        return cut_note(omitted, summary, values, brief=self._brief_note(decisions))
+
+    def _brief_note(self, decisions: _Decisions) -> bool:
+        """Whether the note is brief: where the full one would take more than
+        `FULL_NOTE_SHARE` of the budget less the fixed tokens and the system messages."""
+        if self._full_note_tokens is None:
+            self._full_note_tokens = self._counter.count_message(HumanMessage(cut_note(1_000)))
+        room = self._max_tokens - self._fixed - decisions.system_tokens
+        return self._full_note_tokens > room * FULL_NOTE_SHARE
 
     def _total(self, decisions: _Decisions, *, note: bool = True) -> int:
         pinned = 0 if decisions.pinned is None else self._replay.tokens[decisions.pinned]
@@ -532,8 +606,11 @@ class CacheAwareReplay:
         if decisions.pinned_kept and decisions.pinned is not None:
             pinned -= self._replay.tokens[decisions.pinned]
         if note:
-            pinned += self._note_tokens(self._omitted(decisions))
-        return self._fixed + decisions.system_tokens + pinned + decisions.history_tokens
+            omitted = self._omitted(decisions)
+            if omitted > 0:
+                pinned += self._note_tokens(decisions, omitted) + decisions.note_values_tokens
+        fixed = self._fixed + decisions.rules_tokens
+        return fixed + decisions.system_tokens + pinned + decisions.history_tokens
 
     def _watermarks(
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
@@ -541,9 +618,16 @@ class CacheAwareReplay:
         """The high and low watermarks in request tokens, at the call on the first `end`
         messages: shares of the room history has, after the fixed tokens, the system
         messages and the protected messages (the task, the current turn) are counted."""
-        base = self._fixed + decisions.system_tokens + self._protected_tokens(history, end)
-        room = max(self._max_tokens - base, 0)
+        base, room = self._room(history, decisions, end=end)
         return base + int(room * self._high_share), base + int(room * self._low_share)
+
+    def _room(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+    ) -> tuple[int, int]:
+        """What the request takes whatever history holds, and the room history has."""
+        base = self._fixed + decisions.rules_tokens + decisions.system_tokens
+        base += self._protected_tokens(history, end) + decisions.kept_excluded_tokens
+        return base, max(self._max_tokens - base, 0)
 
     def _protected_tokens(self, history: Sequence[BaseMessage], end: int) -> int:
         """Tokens of the task and the current turn (the latest user message and the newest
@@ -602,13 +686,34 @@ class CacheAwareReplay:
             self._shared_calibration.observe(estimate=estimate, reported=reported)
 
     def _step(self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int) -> None:
-        """The decisions at one model call on the first `end` messages."""
+        """The decisions at one model call on the first `end` messages.
+
+        Past the high watermark (or where a result of an excluded tool left out at an
+        earlier cut fits again), the oldest results are compacted, down to the low
+        watermark; where that is not enough, the conversation is cut too, in the same
+        step, down to the low watermark: one edit of the request instead of a compaction
+        now and a cut a few calls later.
+        """
         high, low = self._watermarks(history, decisions, end=end)
-        if self._corrected_total(decisions) <= high:
+        if self._corrected_total(decisions) <= high and not self._excluded_fits_again(
+            history, decisions, end=end
+        ):
             return
         self._compact_oldest(history, decisions, end=end, low=low)
-        if self._corrected_total(decisions) > high:
+        cut_above = low + int((high - low) * COMPACTION_ENOUGH_SHARE)
+        if self._corrected_total(decisions) > cut_above or decisions.readmit_tokens:
             self._cut_groups(history, decisions, end=end, low=low)
+
+    def _excluded_fits_again(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+    ) -> bool:
+        """Whether the newest result of an excluded tool an earlier cut left out (for want
+        of room beside the higher protection classes) would fit now."""
+        if not decisions.readmit_tokens:
+            return False
+        base, _ = self._room(history, decisions, end=end)
+        limit = self._excluded_limit(history, decisions, end=end)
+        return self._calibration(decisions).corrected(base + decisions.readmit_tokens) <= limit
 
     def _compaction_limit(self, end: int) -> int:
         """How many of the compactable results before `end` may be compacted."""
@@ -652,76 +757,43 @@ class CacheAwareReplay:
         rank = bisect.bisect_left(self._replay.compactable, index)
         return rank < decisions.compacted_count
 
-    def _holds_excluded_result(self, start: int, stop: int) -> bool:
-        excluded = self._replay.excluded
-        position = bisect.bisect_left(excluded, start)
-        return position < len(excluded) and excluded[position] < stop
-
-    def _protection_of(self, history: Sequence[BaseMessage], start: int, stop: int) -> str | None:
-        """Why the group `history[start:stop]` is kept across a cut, or None: a user's own
-        message (but the task, pinned on its own) or a call with an excluded tool's result."""
-        head = history[start]
-        if isinstance(head, HumanMessage):
-            pinned_on_its_own = start == self._replay.task and self._pin_task
-            if added_kind(head) is not None or (pinned_on_its_own and self._replay.task_fits):
-                return None
-            return KEPT_EARLIER_USER
-        if self._holds_excluded_result(start, stop):
-            return KEPT_EXCLUDED_TOOL
-        return None
+    def _is_earlier_user(self, message: BaseMessage, index: int) -> bool:
+        """Whether a cut keeps `message` as an earlier user message: a user's own
+        message, but the task where it is pinned on its own."""
+        if not isinstance(message, HumanMessage) or added_kind(message) is not None:
+            return False
+        return not (index == self._replay.task and self._pin_task and self._replay.task_fits)
 
     def _cut_groups(
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int, low: int
     ) -> None:
         """Cut whole groups from the front, down to the low watermark, newest group kept.
 
-        A user's message and a group holding a result of an excluded tool are kept (whole)
-        instead; where the kept groups take history over the high watermark, the oldest
-        give way in one step (see below); then the task, where it is what keeps the
-        request over budget.
+        What goes before the cut is kept or not by protection class: the results of
+        excluded tools (with their calls), newest first, while they fit beside the
+        higher classes (`_keep_excluded_that_fit`); the earlier user messages, newest
+        first, within `EARLIER_USERS_SHARE` of the room history has, and giving way
+        where they take history over the high watermark; then the task, where it is
+        what keeps the request over budget. The note lists the values of what the cut
+        leaves out (`_list_note_values`), in room reserved for them before cutting.
         """
         newest = group_start(history, end)
         # A tool loop that opens with a thinking block is cut whole or not at all (where
         # an earlier call point cut its opening already, nothing is left to keep whole).
-        loop = thinking_tool_loop_start(history, end)
+        loop = _thinking_tool_loop_start(history, end)
         if loop is not None and loop >= decisions.cut:
             newest = min(newest, loop)
-        while decisions.cut < newest and self._corrected_total(decisions) > low:
-            start = decisions.cut
-            stop = _group_end(history, start, end)
-            cost = sum(
-                self._cost(history, decisions, index)
-                for index in range(start, stop)
-                if not isinstance(history[index], SystemMessage)
-            )
-            decisions.history_tokens -= cost
-            why = self._protection_of(history, start, stop)
-            if why is not None:
-                decisions.keep(_KeptGroup(start, stop, cost, why))
-            for index in range(start, stop):
-                message = history[index]
-                if isinstance(message, HumanMessage) and added_kind(message) is None:
-                    decisions.last_user_before_cut = index
-            decisions.cut = stop
-            self._pin_for(history, decisions, end=end)
-        high, _ = self._watermarks(history, decisions, end=end)
-        if decisions.kept_groups and self._corrected_total(decisions) > high:
-            # The kept groups take history over the high watermark: the oldest give way, in
-            # one step, so that the next calls do not each move the cut by one group: down
-            # to the low watermark, or to half the room the rest leaves under the high one;
-            # where the rest alone is over it, only as far as the budget needs.
-            rest = self._corrected_total(decisions) - decisions.kept_tokens
-            target = self._max_tokens if rest >= high else max(low, (rest + high) // 2)
-            # Earlier user messages give way before results of excluded tools (their
-            # protection class is lower), each oldest first.
-            for why in (KEPT_EARLIER_USER, KEPT_EXCLUDED_TOOL):
-                while self._corrected_total(decisions) > target:
-                    oldest = next((g for g in decisions.kept_groups if g.why == why), None)
-                    if oldest is None:
-                        break
-                    decisions.give_up(oldest)
-                    if oldest.start == decisions.pinned:
-                        decisions.pinned_kept = False
+        _, room = self._room(history, decisions, end=end)
+        decisions.note_values_tokens = min(int(room * NOTE_VALUES_SHARE), NOTE_VALUES_MAX_TOKENS)
+        # Results of excluded tools kept again (or left out) move the watermarks: the
+        # front is cut again to the low watermark they leave, once.
+        for _ in range(2):
+            self._cut_front(history, decisions, newest=newest, end=end, low=low)
+            self._keep_excluded_that_fit(history, decisions, end=end)
+            _, low = self._watermarks(history, decisions, end=end)
+            if decisions.cut >= newest or self._corrected_total(decisions) <= low:
+                break
+        self._earlier_users_give_way(history, decisions, end=end, low=low)
         if (
             decisions.task_pinned
             and self._corrected_total(decisions, note=False) > self._max_tokens
@@ -732,6 +804,177 @@ class CacheAwareReplay:
             self._pin_for(history, without_task, end=end, pin_task=False)
             if self._corrected_total(without_task, note=False) <= self._max_tokens:
                 decisions.task_pinned, decisions.pinned = False, without_task.pinned
+        self._list_note_values(history, decisions, end=end)
+
+    def _cut_front(
+        self,
+        history: Sequence[BaseMessage],
+        decisions: _Decisions,
+        *,
+        newest: int,
+        end: int,
+        low: int,
+    ) -> None:
+        """Move the cut over whole groups until history is under `low` or only the newest
+        group is left; earlier user messages are kept as they are passed."""
+        while decisions.cut < newest and self._corrected_total(decisions) > low:
+            start = decisions.cut
+            stop = _group_end(history, start, end)
+            cost = sum(
+                self._cost(history, decisions, index)
+                for index in range(start, stop)
+                if not isinstance(history[index], SystemMessage)
+            )
+            decisions.history_tokens -= cost
+            if self._is_earlier_user(history[start], start):
+                decisions.keep(_KeptGroup(start, stop, cost, KEPT_EARLIER_USER))
+            for index in range(start, stop):
+                message = history[index]
+                if isinstance(message, HumanMessage) and added_kind(message) is None:
+                    decisions.last_user_before_cut = index
+            decisions.cut = stop
+            self._pin_for(history, decisions, end=end)
+
+    def _keep_excluded_that_fit(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+    ) -> None:
+        """Keep the groups before the cut that hold results of excluded tools, newest
+        first, while they fit the budget beside the higher protection classes (the system
+        messages, the task, the current turn).
+
+        Where one kept so far no longer fits, they give way in one step, down to what
+        leaves the rest of the history the low watermark's share of the room, so that the
+        next calls do not each give up one (a history of excluded results only would be cut
+        on every call). The cost of the newest one left out is kept (`readmit_tokens`): a
+        later call where it fits that way (the current turn moved on) takes it back.
+        """
+        before = {g.start for g in decisions.kept_groups if g.why == KEPT_EXCLUDED_TOOL}
+        for group in [g for g in decisions.kept_groups if g.why == KEPT_EXCLUDED_TOOL]:
+            decisions.give_up(group)
+        base, _ = self._room(history, decisions, end=end)
+        calibration = self._calibration(decisions)
+        groups = list(self._excluded_groups_newest_first(history, decisions))
+        kept, left_out = _fitting(groups, base, self._max_tokens, calibration)
+        if not before.issubset(group.start for group in kept):
+            limit = self._excluded_limit(history, decisions, end=end)
+            kept, left_out = _fitting(groups, base, limit, calibration)
+        decisions.readmit_tokens = 0 if left_out is None else left_out.tokens
+        for group in reversed(kept):
+            decisions.keep(group)
+        decisions.kept_groups = tuple(sorted(decisions.kept_groups, key=lambda g: g.start))
+
+    def _excluded_limit(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+    ) -> int:
+        """What the request may take with the results of excluded tools, where they give
+        way or come back: the budget less the low watermark's share of the room the higher
+        classes leave, so that the rest of the history has that room."""
+        _, room = self._room(history, decisions, end=end)
+        room += decisions.kept_excluded_tokens
+        return self._max_tokens - int(room * self._low_share)
+
+    def _excluded_groups_newest_first(
+        self, history: Sequence[BaseMessage], decisions: _Decisions
+    ) -> Iterator[_KeptGroup]:
+        """The groups before the cut that hold results of excluded tools, newest first."""
+        excluded = self._replay.excluded
+        position = bisect.bisect_left(excluded, decisions.cut) - 1
+        while position >= 0:
+            start = excluded[position]
+            while start > 0 and isinstance(history[start], ToolMessage):
+                start -= 1
+            stop = _group_end(history, start, decisions.cut)
+            position = bisect.bisect_left(excluded, start) - 1
+            cost = sum(self._cost(history, decisions, index) for index in range(start, stop))
+            yield _KeptGroup(start, stop, cost, KEPT_EXCLUDED_TOOL)
+
+    def _earlier_users_give_way(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int, low: int
+    ) -> None:
+        """The earlier user messages kept across the cut give way, oldest first: beyond
+        `EARLIER_USERS_SHARE` of the room history has; and where history is still over the
+        high watermark, in one step, so that the next calls do not each move the cut by
+        one group: down to the low watermark, or to half the room the rest leaves under
+        the high one; where the rest alone is over it, only as far as the budget needs."""
+        _, room = self._room(history, decisions, end=end)
+        users = decisions.kept_tokens - decisions.kept_excluded_tokens
+        share = int(room * EARLIER_USERS_SHARE)
+        high, _ = self._watermarks(history, decisions, end=end)
+        total = self._corrected_total(decisions)
+        rest = total - users
+        target = self._max_tokens if rest >= high else max(low, (rest + high) // 2)
+        target = target if total > high else total
+        while users > share or self._corrected_total(decisions) > target:
+            oldest = next((g for g in decisions.kept_groups if g.why == KEPT_EARLIER_USER), None)
+            if oldest is None:
+                break
+            decisions.give_up(oldest)
+            users -= oldest.tokens
+            if oldest.start == decisions.pinned:
+                decisions.pinned_kept = False
+
+    def _list_note_values(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+    ) -> None:
+        """The values the note lists for the cut just made (passes/cut_values.py): those
+        of the messages it leaves out, newest first, but values the request shows anyway
+        (in the system messages, the task, the kept messages and the history from the
+        cut) and tool names; within the tokens reserved for them before the cut
+        (`note_values_tokens`), which become the tokens they take."""
+        reserve = decisions.note_values_tokens
+        decisions.note_values, decisions.note_values_tokens = (), 0
+        omitted = self._omitted(decisions)
+        if omitted <= 0 or reserve <= 0:
+            return
+        front = [index for index in self._replay.system_indices if index < decisions.cut]
+        if decisions.task_pinned and self._replay.task is not None:
+            front.append(self._replay.task)
+        if decisions.pinned is not None:
+            front.append(decisions.pinned)
+        kept = {i for group in decisions.kept_groups for i in range(group.start, group.stop)}
+        sent = [*front, *sorted(kept), *range(decisions.cut, end)]
+        shown = shown_words(history[index] for index in sent)
+        kept.update(front)
+
+        def left_out() -> Iterator[list[tuple[str, str]]]:
+            for index in range(decisions.cut - 1, -1, -1):
+                if index not in kept:
+                    yield values_of(history[index])
+
+        tool_names = frozenset(self._replay.tool_names.values())
+        plain = self._note_tokens(decisions, omitted)
+        header = self._counter.count_message(
+            HumanMessage(self._note(decisions, omitted, values=(("", ("",)),)))
+        )
+        found = dropped_values(
+            left_out(),
+            max_chars=max(reserve - (header - plain), 0) * _CHARS_PER_TOKEN,
+            shown=shown,
+            skip=tool_names,
+        )
+
+        def extra_tokens(count: int) -> int:
+            note = self._note(decisions, omitted, values=grouped(found[:count]))
+            return self._counter.count_message(HumanMessage(note)) - plain
+
+        # The most values (newest first) whose note fits the reservation: the guess in
+        # characters is exact for the approximate count, a counter that gives values more
+        # tokens a character takes fewer.
+        fitting, tokens = len(found), extra_tokens(len(found)) if found else 0
+        if tokens > reserve:
+            low, high = 0, len(found) - 1
+            tokens = 0
+            while low < high:
+                middle = (low + high + 1) // 2
+                middle_tokens = extra_tokens(middle)
+                if middle_tokens <= reserve:
+                    low, tokens = middle, middle_tokens
+                else:
+                    high = middle - 1
+            fitting = low
+        if fitting:
+            decisions.note_values = grouped(found[:fitting])
+            decisions.note_values_tokens = tokens
 
     def _pin_for(
         self,
@@ -1031,10 +1274,16 @@ class CacheAwareReplay:
             position += 1
         if decisions.task_pinned:
             position += 1
-        notes: list[tuple[str | None, int]] = [(summary, high)] if summary else []
-        notes.append((None, self._max_tokens))
-        for text, limit in notes:
-            note, cost, fingerprint = self._note(omitted, text)
+        values = decisions.note_values
+        brief = self._brief_note(decisions)
+        notes: list[tuple[str | None, tuple[KeyedValues, ...], int]] = (
+            [(summary, values, high)] if summary else []
+        )
+        if values:
+            notes.append((None, values, self._max_tokens))
+        notes.append((None, (), self._max_tokens))
+        for text, listed, limit in notes:
+            note, cost, fingerprint = self._note_turn(omitted, text, listed, brief)
             noted = _Sent(
                 messages=[*front.messages[:position], note, *front.messages[position:]],
                 costs=[*front.costs[:position], cost, *front.costs[position:]],
@@ -1043,18 +1292,21 @@ class CacheAwareReplay:
                 compacted=front.compacted,
             )
             self._join_user_turns(noted)
-            total = self._fixed + sum(noted.costs) + after_front
+            total = self._fixed + decisions.rules_tokens + sum(noted.costs) + after_front
             if self._calibration(decisions).corrected(total) <= limit:
                 return noted
         self._join_user_turns(front)
         return front
 
-    def _note(self, omitted: int, summary: str | None) -> tuple[BaseMessage, int, int]:
-        """The note at a cut of `omitted` messages (with `summary`), its count and print."""
-        key = (omitted, summary)
+    def _note_turn(
+        self, omitted: int, summary: str | None, values: tuple[KeyedValues, ...], brief: bool
+    ) -> tuple[BaseMessage, int, int]:
+        """The note at a cut of `omitted` messages (with `summary` and the `values` they
+        held; `brief`) as a user turn, its count and print."""
+        key = (omitted, summary, values, brief)
         made = self._notes.get(key)
         if made is None:
-            note = cut_note_turn(cut_note(omitted, summary) if summary else cut_note(omitted))
+            note = cut_note_turn(cut_note(omitted, summary, values, brief=brief))
             made = (note, self._counter.count_message(note), message_fingerprint(note))
             if len(self._notes) >= _JOINED_KEPT:
                 self._notes.clear()
@@ -1116,6 +1368,39 @@ def _copy_sent(sent: _Sent, messages: list[BaseMessage]) -> _Sent:
         list(sent.origins),
         list(sent.compacted),
     )
+
+
+def _fitting(
+    groups: Iterator[_KeptGroup] | Sequence[_KeptGroup],
+    base: int,
+    limit: int,
+    calibration: Calibration,
+) -> tuple[list[_KeptGroup], _KeptGroup | None]:
+    """The leading `groups` that fit `limit` on top of `base`, and the first that does not."""
+    kept: list[_KeptGroup] = []
+    total = base
+    for group in groups:
+        if calibration.corrected(total + group.tokens) > limit:
+            return kept, group
+        total += group.tokens
+        kept.append(group)
+    return kept, None
+
+
+def _thinking_tool_loop_start(history: Sequence[BaseMessage], end: int) -> int | None:
+    """`thinking_tool_loop_start`, where the user turns governance added (for alternation)
+    do not end the agent's tool loop: a request governed again, in which the provider
+    rules added such turns inside a loop, is cut as its history was."""
+    if thinking_tool_loop_start(history, end) is None:
+        return None
+    opening = None
+    for index in range(end - 1, -1, -1):
+        message = history[index]
+        if isinstance(message, HumanMessage) and added_kind(message) != "user-turn":
+            break
+        if isinstance(message, AIMessage):
+            opening = index
+    return opening if opening is not None and opens_with_thinking(history[opening]) else None
 
 
 def _reached_by_the_note(front: list[BaseMessage], *kept_part: list[BaseMessage]) -> int:

@@ -124,12 +124,14 @@ class ConversationState:
         *,
         fixed_tokens: int,
         overflows: Sequence[Overflow] = (),
+        rules_tokens: int = 0,
     ) -> CompactionPlan | None:
         """The cache-aware policy's request for this call, or None without a replay.
 
         `fixed_tokens` are what this call's request takes besides its messages (the
         overhead and the tool definitions); `overflows` the
-        provider's refusals of this call's request for its length (a retry). The prefix
+        provider's refusals of this call's request for its length (a retry);
+        `rules_tokens` what the provider rules add to this call's request. The prefix
         report compares with the conversation's previous request, also where another
         worker sent it (by the record's digests).
         """
@@ -145,6 +147,7 @@ class ConversationState:
             summary_for=self._summary_text,
             overflows=overflows,
             same_objects=history.same_objects,
+            rules_tokens=rules_tokens,
         )
         local = replay.previous_request
         if previous is None:

@@ -80,9 +80,15 @@ def test_long_tool_loop_fits_budget_and_keeps_the_request(compaction):
     assert governed.report.tokens_after <= governor.budget
     assert governed.report.within_budget
     omitted = governed.report.changes["snip_history"]
-    assert block_texts(governed.messages[1]) == [history[1].content, cut_note(omitted)]
+    task, note = block_texts(governed.messages[1])
+    assert task == history[1].content
+    # The cache-aware note also lists the values of what it omits (passes/cut_values.py).
+    assert note.startswith(cut_note(omitted))
     assert governed.report.changes["snip_history"] > 0
-    assert governed.report.changes["microcompact"] > 0
+    if compaction == "keep_recent":
+        # The cache-aware policy cuts the results it compacted in the same step, where
+        # compacting alone is not enough (COMPACTION_ENOUGH_SHARE).
+        assert governed.report.changes["microcompact"] > 0
     assert governed.messages[-1] is history[-1]
 
 
@@ -261,7 +267,9 @@ def test_the_tools_of_a_call_count_against_its_budget():
     assert governor.count_tokens(history, tools=[tool]) > governor.count_tokens(history)
     with_tools = governor.govern(history, tools=[tool]).report
     without = governor.govern(history).report
-    assert without.tokens_after <= with_tools.tokens_after <= governor.budget
+    # Each within the budget; which is larger depends on when each replay compacted or cut.
+    assert with_tools.tokens_after <= governor.budget
+    assert without.tokens_after <= governor.budget
     assert with_tools.tokens_before - without.tokens_before == governor.count_tokens(
         [], tools=[tool]
     )

@@ -13,7 +13,6 @@ from langchain_core.messages import (
     HumanMessage,
     RemoveMessage,
     SystemMessage,
-    ToolMessage,
 )
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -34,15 +33,15 @@ from langchain_context_governance.langgraph import (
     GovernedMessagesState,
     build_pre_model_hook,
 )
-from langchain_context_governance.passes.microcompact import compacted_placeholder
 from langchain_context_governance.testing import ContextLengthExceeded, ScriptedChatModel
 from tests.agent_tools import (
     FINAL_ANSWER,
     GovernanceRuns,
     agent_model,
     assert_requests_legal_and_within_budget,
-    assert_some_request_compacts,
+    assert_some_request_shortened,
     exploration_script,
+    is_shortened,
     summarize,
     whole_history,
     workspace_tools,
@@ -240,7 +239,7 @@ class TestReactAgent:
         assert len(model.requests) == ITERATIONS + 1
         assert governance_runs.count == len(model.requests)
         assert_requests_legal_and_within_budget(model.requests, governor)
-        assert_some_request_compacts(model.requests, "read_file")
+        assert_some_request_shortened(model.requests, "read_file")
         assert summarize(final["messages"]) == whole_history(QUESTION, script, tools)
 
     async def test_async_runs_send_the_same_requests(self, tools: list[BaseTool]) -> None:
@@ -274,9 +273,7 @@ class TestReactAgent:
 
         assert governance_runs.count == len(model.requests) == ITERATIONS + 1
         assert_requests_legal_and_within_budget(model.requests, governor)
-        stored_results = [m for m in final["messages"] if isinstance(m, ToolMessage)]
-        placeholder = compacted_placeholder("read_file")
-        assert any(m.content == placeholder for m in stored_results)
+        assert is_shortened(final["messages"], "read_file")
         # The stored task carries the note of the latest cut, never one per cut.
         kinds = [kind for _, kind in user_parts(final["messages"][0])]
         assert block_texts(final["messages"][0])[0] == QUESTION
@@ -371,7 +368,7 @@ class TestHandWrittenGraph:
 
         assert governance_runs.count == len(model.requests) == ITERATIONS + 1
         assert_requests_legal_and_within_budget(model.requests, governor)
-        assert_some_request_compacts(model.requests, "read_file")
+        assert_some_request_shortened(model.requests, "read_file")
         whole = whole_history(QUESTION, script, tools)
         if mode == "llm_input":
             assert summarize(final["messages"]) == whole

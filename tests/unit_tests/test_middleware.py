@@ -27,7 +27,7 @@ from tests.agent_tools import (
     GovernanceRuns,
     agent_model,
     assert_requests_legal_and_within_budget,
-    assert_some_request_compacts,
+    assert_some_request_shortened,
     exploration_script,
     summarize,
     whole_history,
@@ -85,7 +85,7 @@ class TestCreateAgent:
         assert governance_runs.count == len(model.requests)
         assert all(request[0].content == SYSTEM_PROMPT for request in model.requests)
         assert_requests_legal_and_within_budget(model.requests, governor_for(model, tools))
-        assert_some_request_compacts(model.requests, "read_file")
+        assert_some_request_shortened(model.requests, "read_file")
         assert summarize(final["messages"]) == whole_history(QUESTION, script, tools)
 
     @pytest.mark.parametrize("run", ["ainvoke", "astream"])

@@ -112,7 +112,9 @@ def test_cut_keeps_the_user_request_pinned_and_whole_groups():
     assert isinstance(request[0], SystemMessage)
     task = request[1]
     omitted = len(history) - 1 - (len(request) - 1)
-    assert block_texts(task) == [history[1].content, cut_note(omitted)]
+    words, note = block_texts(task)
+    assert words == history[1].content
+    assert note.startswith(cut_note(omitted) + "\n[Values from them, newest first: ")
     assert [kind for _, kind in user_parts(task)] == ["user", "cut-note"]
     assert len(request) < len(history)
     assert not isinstance(request[2], ToolMessage)

@@ -99,6 +99,8 @@ def test_a_refusal_recorded_on_a_reply_is_replayed_at_its_call_point() -> None:
     reply = AIMessage("done", usage_metadata=usage(reported))
     replayed = window().plan([*history, with_overflows(reply, [refused]), HumanMessage("more")])
     assert replayed.calibration.observations == 2
-    assert replayed.calibration.factor == pytest.approx(retry.calibration.factor, abs=1e-3)
+    # The retry cut: the replay counts the note as a message of its own, while the request
+    # joins it with the task (a few tokens less), so the factor is learned within 1%.
+    assert replayed.calibration.factor == pytest.approx(retry.calibration.factor, rel=1e-2)
     forgotten = window().plan([*history, reply, HumanMessage("more")])
     assert forgotten.calibration.factor < 0.9 * replayed.calibration.factor
