@@ -232,6 +232,9 @@ class RepairStream:
         # What was read: the caller's messages up to `_read`, the final part of the output.
         self._read = 0
         self._refs: list[weakref.ref[BaseMessage]] = []
+        # The remembered objects replaced those of the call before (a reloaded history),
+        # and no call has read them yet.
+        self._reloaded = False
         self._keys = array("q")
         self._sources = array("q")
         # The final part as runs: each starts at a position with its source, and a run
@@ -295,28 +298,33 @@ class RepairStream:
         pending.add_changes({ALTERNATION_PASS_NAME: dropped})
 
     def continued_by(self, messages: Sequence[BaseMessage]) -> bool:
-        """Whether `messages` starts with what this stream read (and it read anything)."""
-        return self._read > 0 and self._continuation(messages, remember=False) is not None
+        """Whether `messages` starts with what this stream read (and it read anything).
 
-    def _continuation(
-        self, messages: Sequence[BaseMessage], *, remember: bool = True
-    ) -> Continuation | None:
+        The caller goes on to `read` them: a reloaded history found here is not compared
+        by key again there (see `_continuation`).
+        """
+        continuation = self._continuation(messages) if self._read > 0 else None
+        self._reloaded = continuation == "reloaded"
+        return continuation is not None
+
+    def _continuation(self, messages: Sequence[BaseMessage]) -> Continuation | None:
         """How `messages` starts with the messages read, or None where it does not.
 
-        Compared by identity first, then by key (`message_key`, in bulk). With
-        `remember`, the new objects of a reloaded history replace the remembered ones,
-        so the next call compares by identity again.
+        Compared by identity first, then by key (`message_key`, in bulk). The new objects
+        of a reloaded history replace the remembered ones, so the next comparison is by
+        identity again; after `continued_by` found them reloaded, it still says so, as
+        what was made of the objects read before is not these objects'.
         """
         known = self._read
         if len(messages) < known:
             return None
+        reloaded, self._reloaded = self._reloaded, False
         if all(map(operator.is_, map(_dereference, self._refs), islice(messages, known))):
-            return "same objects"
+            return "reloaded" if reloaded else "same objects"
         read = list(islice(messages, known))
         if message_keys(read) != self._keys:
             return None
-        if remember:
-            self._refs = list(map(weakref.ref, read))
+        self._refs = list(map(weakref.ref, read))
         return "reloaded"
 
     def _declared_before(self, start: int) -> Callable[[str], bool]:
