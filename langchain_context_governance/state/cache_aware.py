@@ -181,13 +181,16 @@ class _Replay:
         """Drop what was learned from position `index` on, and tool names past the first ones."""
         del self.tokens[index:]
         del self.prints[index:]
+        # Only compactable positions have a name and a compacted count: a call forgets
+        # what it learned of its new positions, not the whole history.
+        for position in self.compactable[bisect.bisect_left(self.compactable, index) :]:
+            self.compactable_names.pop(position, None)
+            self.compacted_tokens.pop(position, None)
         for positions in (self.system_indices, self.compactable, self.excluded, self.users):
             del positions[bisect.bisect_left(positions, index) :]
-        for learned in (self.compactable_names, self.compacted_tokens):
-            for position in [position for position in learned if position >= index]:
-                del learned[position]
-        for call_id in list(self.tool_names)[tool_names:]:
-            del self.tool_names[call_id]
+        # The tool names learned last were inserted last.
+        for _ in range(len(self.tool_names) - tool_names):
+            self.tool_names.popitem()
         if self.task is not None and self.task >= index:
             self.task, self.task_fits, self.task_tokens = None, False, 0
             self.task_cut = self.task_copied = False
