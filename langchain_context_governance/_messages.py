@@ -89,11 +89,12 @@ def as_message_list(messages: Sequence[MessageLikeRepresentation]) -> list[BaseM
 def _with_readable_content(messages: list[BaseMessage]) -> list[BaseMessage]:
     """`messages`, with a `None` content as "" (on a copy); ValueError names any other
     content that is not a string or a list of strings and blocks."""
-    contents = list(map(_CONTENT, messages))
-    if set(map(type, contents)) <= {str}:
-        return messages  # the common path: every content is text
+    # The common path, every content text, builds no list: it is one pass over the
+    # whole history on every call.
+    if set(map(type, map(_CONTENT, messages))) <= {str}:
+        return messages
     repaired: list[BaseMessage] | None = None
-    for index, content in enumerate(contents):
+    for index, content in enumerate(map(_CONTENT, messages)):
         if isinstance(content, str):
             continue
         if content is None:
