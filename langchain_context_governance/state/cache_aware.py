@@ -288,8 +288,10 @@ class CompactionPlan:
 
 
 # Joined user turns and notes kept between calls: the front after a cut changes only at
-# the next cut.
+# the next cut. A cut has at most three notes (with the summary, with the values of what
+# it leaves out, plain), each holding those values: no more are kept.
 _JOINED_KEPT = 8
+_NOTES_KEPT = 3
 # Characters a token holds in the approximate count: a first guess at how many characters
 # of values fit the tokens reserved for them, corrected by the counter.
 _CHARS_PER_TOKEN = 4
@@ -1311,7 +1313,7 @@ class CacheAwareReplay:
         if made is None:
             note = cut_note_turn(cut_note(omitted, summary, values, brief=brief))
             made = (note, self._counter.count_message(note), message_fingerprint(note))
-            if len(self._notes) >= _JOINED_KEPT:
+            if len(self._notes) >= _NOTES_KEPT:
                 self._notes.clear()
             self._notes[key] = made
         return made
