@@ -57,6 +57,8 @@ from benchmarks.policies import (
 from benchmarks.report import (
     Target,
     Trial,
+    fitting_table,
+    fitting_targets,
     growth_table,
     history_kind_table,
     history_kind_targets,
@@ -75,7 +77,13 @@ from benchmarks.report import (
     trajectory_table,
     trajectory_targets,
 )
-from benchmarks.timing import HistoryKind, Repetitions, time_all, time_history_kinds
+from benchmarks.timing import (
+    HistoryKind,
+    Repetitions,
+    time_all,
+    time_fitting,
+    time_history_kinds,
+)
 from benchmarks.trajectories import (
     BUDGET_SHARE,
     Trajectory,
@@ -91,12 +99,16 @@ PolicyFactory = Callable[[int], list[NamedPolicy]]
 
 DEFAULT_SIZES = (100, 1_000, 10_000)
 TIMING_WINDOW_TOKENS = 32_000
+# A history that fits: 1,000 messages (about 340,000 tokens) in a budget that holds them.
+FITTING_SIZE = 1_000
+FITTING_WINDOW_TOKENS = 1_000_000
 LOOP_BUDGET_TOKENS = 30_000
 LOOP_ITERATIONS = 300
 # One seed can flatter settings tuned on it; targets must hold on each of these.
 LOOP_SEEDS = 5
 # The builders timed on damaged and reloaded histories too (trim_messages keeps no state,
 # so a reload changes nothing for it).
+FITTING_POLICIES = (TRIM_APPROXIMATE, GOVERNOR_APPROXIMATE)
 HISTORY_KIND_POLICIES: dict[str, tuple[HistoryKind, ...]] = {
     TRIM_APPROXIMATE: ("damaged",),
     GOVERNOR_APPROXIMATE: ("damaged", "reloaded"),
@@ -211,7 +223,22 @@ def run_timings(arguments: argparse.Namespace) -> list[Target]:
         f"to {TRIM_APPROXIMATE} on the same kind of history:\n"
     )
     print(history_kind_table(timings, largest))
+    fitting_budget = FITTING_WINDOW_TOKENS - GOVERNOR_MAX_OUTPUT_TOKENS - GOVERNOR_SAFETY_BUFFER
+    fitting = time_fitting(
+        [p for p in timing_policies(fitting_budget) if p.name in FITTING_POLICIES],
+        FITTING_SIZE,
+        repetitions_for(FITTING_SIZE, quick=arguments.quick),
+        seed=arguments.seed,
+        progress=_progress,
+    )
+    print(
+        f"\nSteady calls on a clean history that fits the budget ({fitting_budget:,} tokens; "
+        "nothing to compact or cut). Median ms (n), and ratio to "
+        f"{TRIM_APPROXIMATE}:\n"
+    )
+    print(fitting_table(fitting))
     targets = timing_targets(timings) + history_kind_targets(timings, largest)
+    targets += fitting_targets(fitting)
     print("\n" + render_targets(targets))
     return targets
 

@@ -8,10 +8,13 @@ timed call sees about the nominal number of messages. The steady history is one 
 "clean"; "damaged" (`build_damaged_history`: old unanswered calls and an assistant answer the
 growth continues after); "reloaded" (clean, but every call gets equal messages as new objects,
 as the first call of each LangGraph run gets them from the checkpointer; the copy is not timed).
+`time_fitting` times steady calls on a clean history the builders' budget holds whole
+("fits": nothing to compact or cut, the call costs what it costs to keep the request legal).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import statistics
 import time
@@ -38,13 +41,14 @@ __all__ = [
     "time_all",
     "time_call",
     "time_cold",
+    "time_fitting",
     "time_history_kinds",
     "time_steady",
     "warm_up",
 ]
 
 Phase = Literal["cold", "steady"]
-HistoryKind = Literal["clean", "damaged", "reloaded"]
+HistoryKind = Literal["clean", "damaged", "reloaded", "fits"]
 HISTORY_KINDS: tuple[HistoryKind, ...] = ("clean", "damaged", "reloaded")
 # Mean messages an iteration appends (an AI step with 1-3 calls, or answer plus follow-up).
 MESSAGES_PER_ITERATION = 3
@@ -172,6 +176,24 @@ def time_history_kinds(
                 continue
             progress(f"timing steady calls of {policy.name} on a {kind} history at {size}")
             timings.append(time_steady(policy, size, repetitions, seed=seed, history_kind=kind))
+    return timings
+
+
+def time_fitting(
+    policies: Sequence[NamedPolicy],
+    size: int,
+    repetitions: Repetitions,
+    *,
+    seed: int,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[Timing]:
+    """Steady timings of each policy on a clean history its budget holds whole (the
+    policies are made with such a budget), reported as history kind "fits"."""
+    timings = []
+    for policy in policies:
+        progress(f"timing steady calls of {policy.name} on a {size}-message history that fits")
+        timing = time_steady(policy, size, repetitions, seed=seed)
+        timings.append(dataclasses.replace(timing, history="fits"))
     return timings
 
 

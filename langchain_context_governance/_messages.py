@@ -9,7 +9,8 @@ import itertools
 import json
 import logging
 import operator
-from collections.abc import Iterator, Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import (
@@ -28,6 +29,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 logger = logging.getLogger("langchain_context_governance")
 
 _CONTENT = operator.attrgetter("content")
+_ID = operator.attrgetter("id")
 
 __all__ = [
     "as_message_list",
@@ -41,6 +43,8 @@ __all__ = [
     "is_user",
     "iter_declared_tool_calls",
     "message_fingerprint",
+    "message_key",
+    "message_keys",
     "messages_to_govern",
     "tool_names_by_call_id",
 ]
@@ -85,11 +89,12 @@ def as_message_list(messages: Sequence[MessageLikeRepresentation]) -> list[BaseM
 def _with_readable_content(messages: list[BaseMessage]) -> list[BaseMessage]:
     """`messages`, with a `None` content as "" (on a copy); ValueError names any other
     content that is not a string or a list of strings and blocks."""
-    contents = list(map(_CONTENT, messages))
-    if set(map(type, contents)) <= {str}:
-        return messages  # the common path: every content is text
+    # The common path, every content text, builds no list: it is one pass over the
+    # whole history on every call.
+    if set(map(type, map(_CONTENT, messages))) <= {str}:
+        return messages
     repaired: list[BaseMessage] | None = None
-    for index, content in enumerate(contents):
+    for index, content in enumerate(map(_CONTENT, messages)):
         if isinstance(content, str):
             continue
         if content is None:
@@ -279,3 +284,43 @@ def content_fingerprint(message: BaseMessage) -> int:
 def message_fingerprint(message: BaseMessage) -> int:
     """`content_fingerprint` plus the message id: what tells two history entries apart."""
     return hash((content_fingerprint(message), message.id))
+
+
+def message_key(message: BaseMessage) -> int:
+    """What tells a message read before from another one at its place in a history.
+
+    A message with an id (LangGraph gives every message one, and keeps ids unique in a
+    thread) is known by its id, its class and the length of its content: reading that
+    costs no pass over the text, so a history reloaded from a checkpoint (new objects)
+    is matched at a fraction of the cost of fingerprinting it. A message without an id
+    is known by everything counted (`message_fingerprint`).
+
+    The choice, on purpose: LangGraph's `add_messages` replaces a message with the same
+    id in place. Such an edit is seen where it changes the class or the length of the
+    content; every rewrite governance makes in `replace` mode does (a result compacted
+    to its placeholder, text cut to a head and a tail, user turns joined into blocks).
+    An edit that keeps both (a word swapped for one of the same length, a tool call's
+    arguments) in a message read before is taken for the message read before.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> message_key(HumanMessage("hi", id="m1")) == message_key(HumanMessage("ho", id="m1"))
+        True
+        >>> message_key(HumanMessage("hi", id="m1")) == message_key(HumanMessage("hi!", id="m1"))
+        False
+        >>> message_key(HumanMessage("hi")) == message_key(HumanMessage("ho"))
+        False
+    """
+    if message.id:
+        return hash((message.id, type(message), len(message.content)))
+    return message_fingerprint(message)
+
+
+def message_keys(messages: Iterable[BaseMessage]) -> array[int]:
+    """`message_key` of each message, computed in bulk where every message has an id."""
+    items = messages if isinstance(messages, list) else list(messages)
+    ids = list(map(_ID, items))
+    if all(ids):
+        lengths = map(len, map(_CONTENT, items))
+        return array("q", map(hash, zip(ids, map(type, items), lengths, strict=True)))
+    return array("q", map(message_key, items))

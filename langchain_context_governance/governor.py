@@ -50,6 +50,7 @@ from langchain_context_governance.passes.microcompact import (
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
 from langchain_context_governance.passes.snip import snip_history_with_count
 from langchain_context_governance.passes.truncate import BudgetFit, fit_to_budget
+from langchain_context_governance.rules.continued import ContinuedRepair
 from langchain_context_governance.rules.profile import Profile, resolve_profile
 from langchain_context_governance.rules.templates import render_chat_template
 from langchain_context_governance.rules.validate import PROVIDERS
@@ -454,7 +455,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         if self.compaction == "cache_aware" and self._budget is not None:
             new_replay = self._new_replay
         return ConversationState(
-            repairs, new_replay=new_replay, count_message=self._counter.count_message
+            repairs,
+            new_replay=new_replay,
+            count_message=self._counter.count_message,
+            request_repairs=ContinuedRepair(self._profile),
         )
 
     def _new_replay(self) -> CacheAwareReplay:
@@ -845,7 +849,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         history = read.history
         previous_request = state.previous_request
         plan = self._compact_and_cut(state, read, fixed_tokens=fixed_tokens, overflows=overflows)
-        request, made = self._user_turn_and_rules(plan, history, messages)
+        request, made = self._user_turn_and_rules(state, plan, history, messages)
         rules_tokens = self._added_by_rules(
             plan, request, fixed_tokens=fixed_tokens, overflows=overflows
         )
@@ -858,7 +862,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 overflows=overflows,
                 rules_tokens=rules_tokens,
             )
-            request, made = self._user_turn_and_rules(plan, history, messages)
+            request, made = self._user_turn_and_rules(state, plan, history, messages)
         changes = dict(read.changes)
         if plan is not None:
             changes[MICROCOMPACT] = plan.compacted
@@ -884,6 +888,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
 
     def _user_turn_and_rules(
         self,
+        state: ConversationState,
         plan: CompactionPlan | None,
         history: RepairedHistory,
         messages: list[BaseMessage],
@@ -893,7 +898,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         request = history.to_list() if plan is None else plan.messages
         has_conversation = any(not isinstance(message, ToolMessage) for message in messages)
         request, added = guarantee_user_turn(request, has_conversation=has_conversation)
-        request, rules = self._profile.repair(request)
+        request, rules = self._request_rules(state, request, plan)
         rules[ALTERNATION] = rules.get(ALTERNATION, 0) + added
         return request, rules
 
@@ -919,6 +924,17 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         if calibration.corrected(tokens) <= self._budget:
             return 0
         return tokens - plan.tokens_after
+
+    def _request_rules(
+        self, state: ConversationState, request: list[BaseMessage], plan: CompactionPlan | None
+    ) -> tuple[list[BaseMessage], dict[str, int]]:
+        """Step 4: `Profile.repair` of the request, deciding only what is new where the
+        conversation's previous request needed no repair (rules/continued.py)."""
+        continued = state.request_repairs
+        if continued is None:
+            return self._profile.repair(request)
+        prints = plan.fingerprints if plan is not None and request is plan.messages else None
+        return continued.repair(request, prints=prints)
 
     def _repair_history(self, state: ConversationState, messages: list[BaseMessage]) -> StreamRead:
         """Step 1: the history repaired group by group (see state/repair_stream.py)."""

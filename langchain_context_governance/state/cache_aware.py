@@ -42,10 +42,11 @@ keeps the replay state so that a growing history only replays what is new.
 from __future__ import annotations
 
 import bisect
+import weakref
 from array import array
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, overload
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
@@ -86,6 +87,7 @@ from langchain_context_governance.passes.snip import (
     pinned_task_copy,
 )
 from langchain_context_governance.state.made import MadeMessages
+from langchain_context_governance.state.record import leading_equal
 from langchain_context_governance.tokens.calibration import (
     UNCALIBRATED,
     Calibration,
@@ -182,13 +184,16 @@ class _Replay:
         """Drop what was learned from position `index` on, and tool names past the first ones."""
         del self.tokens[index:]
         del self.prints[index:]
+        # Only compactable positions have a name and a compacted count: a call forgets
+        # what it learned of its new positions, not the whole history.
+        for position in self.compactable[bisect.bisect_left(self.compactable, index) :]:
+            self.compactable_names.pop(position, None)
+            self.compacted_tokens.pop(position, None)
         for positions in (self.system_indices, self.compactable, self.excluded, self.users):
             del positions[bisect.bisect_left(positions, index) :]
-        for learned in (self.compactable_names, self.compacted_tokens):
-            for position in [position for position in learned if position >= index]:
-                del learned[position]
-        for call_id in list(self.tool_names)[tool_names:]:
-            del self.tool_names[call_id]
+        # The tool names learned last were inserted last.
+        for _ in range(len(self.tool_names) - tool_names):
+            self.tool_names.popitem()
         if self.task is not None and self.task >= index:
             self.task, self.task_fits, self.task_tokens = None, False, 0
             self.task_cut = self.task_copied = False
@@ -278,18 +283,104 @@ class CompactionPlan:
     kept: tuple[tuple[int, str], ...] = ()
     # For each message of the request, the history positions it was made from (several
     # for user turns joined at the front, none for the note).
-    origins: tuple[tuple[int, ...], ...] = ()
+    origins: Sequence[tuple[int, ...]] = ()
     # The factor the thresholds were compared with (`tokens_after` is uncorrected).
     calibration: Calibration = UNCALIBRATED
+    # A fingerprint of each message of the request (equal fingerprints, equal messages).
+    fingerprints: array[int] | None = None
 
 
-# Joined user turns kept between calls: the front after a cut changes only at the next cut.
+# Joined user turns and notes kept between calls: the front after a cut changes only at
+# the next cut. A cut has at most three notes (with the summary, with the values of what
+# it leaves out, plain), each holding those values: no more are kept.
 _JOINED_KEPT = 8
+_NOTES_KEPT = 3
 # Characters a token holds in the approximate count: a first guess at how many characters
 # of values fit the tokens reserved for them, corrected by the counter.
 _CHARS_PER_TOKEN = 4
 # Marks a compacted result in a request's fingerprints.
 _COMPACTED = 0x5F3759DF
+
+
+@dataclass
+class _Sent:
+    """Messages of a request with what each costs, its fingerprint and the history
+    positions it was made from; `compacted` are the positions sent compacted."""
+
+    messages: list[BaseMessage] = field(default_factory=list)
+    costs: list[int] = field(default_factory=list)
+    prints: list[int] = field(default_factory=list)
+    origins: list[tuple[int, ...]] = field(default_factory=list)
+    compacted: list[int] = field(default_factory=list)
+
+    def add(
+        self, message: BaseMessage, cost: int, fingerprint: int, origin: tuple[int, ...]
+    ) -> None:
+        self.messages.append(message)
+        self.costs.append(cost)
+        self.prints.append(fingerprint)
+        self.origins.append(origin)
+
+
+@dataclass
+class _Body:
+    """What the history from `start` on costs as sent (compacted results as their
+    placeholder), known up to position `upto` and extended as the history grows, while
+    the cut and the compaction stay: a call then adds its new positions only.
+
+    No message is kept: the messages are sliced from the call's history, and the
+    compacted copies (kept by `_compacted_copies` while their result lives) are found
+    again by weak reference.
+    """
+
+    start: int
+    compacted_count: int
+    upto: int
+    costs: array[int] = field(default_factory=lambda: array("q"))
+    prints: array[int] = field(default_factory=lambda: array("q"))
+    compacted: list[int] = field(default_factory=list)
+    copies: list[weakref.ref[BaseMessage]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Front:
+    """What a request sends before the kept part after a cut (the system messages, the
+    pinned task, the messages kept by protection class), by weak reference, with the
+    decisions it was made for (`key`); made once per cut and reused while they stay."""
+
+    key: tuple[Any, ...]
+    refs: list[weakref.ref[BaseMessage]]
+    sent: _Sent
+
+
+class _Origins(Sequence[tuple[int, ...]]):
+    """The history positions each request message was made from: those of the front, one
+    by one, then one position each for the kept part, from `body_start` on."""
+
+    def __init__(self, front: list[tuple[int, ...]], body_start: int, length: int) -> None:
+        self._front = front
+        self._body_start = body_start
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[int, ...]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[int, ...]]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[int, ...] | list[tuple[int, ...]]:
+        if isinstance(index, slice):
+            return [self[position] for position in range(*index.indices(self._length))]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError(index)
+        if index < len(self._front):
+            return self._front[index]
+        return (self._body_start + index - len(self._front),)
 
 
 class CacheAwareReplay:
@@ -301,7 +392,7 @@ class CacheAwareReplay:
     this call's tokens outside the messages (request overhead and tool definitions); a
     call with other fixed tokens replays the history anew. Positions, counts and
     fingerprints are kept, never the messages themselves (but a task cut to its share).
-    `reset()` forgets the history.
+    `start_over()` forgets the history.
     """
 
     def __init__(
@@ -331,17 +422,24 @@ class CacheAwareReplay:
         self._pin_task = pin_task
         self._max_tokens = max_tokens
         self._shared_calibration = shared_calibration
-        self._last_request: list[int] | None = None
+        self._last_request: array[int] | None = None
         self._joined: dict[tuple[int, ...], tuple[BaseMessage, int, int]] = {}
+        self._notes: dict[
+            tuple[int, str | None, tuple[KeyedValues, ...], bool], tuple[BaseMessage, int, int]
+        ] = {}
         self._full_note_tokens: int | None = None
-        self.reset()
+        self.start_over()
 
-    def reset(self) -> None:
+    def start_over(self) -> None:
         """Forget the history: the next plan replays its history from the start."""
         self._known = 0
         self._replay = _Replay()
         self._decisions = _Decisions()
         self._task_copies = MadeMessages()
+        self._compacted_copies = MadeMessages()
+        self._words_copies = MadeMessages()
+        self._front: _Front | None = None
+        self._body: _Body | None = None
 
     def plan(
         self,
@@ -351,24 +449,28 @@ class CacheAwareReplay:
         final: int | None = None,
         summary_for: Callable[[int], str | None] | None = None,
         overflows: Sequence[Overflow] = (),
+        same_objects: bool = False,
         rules_tokens: int = 0,
     ) -> CompactionPlan:
         """The request for a model call on `history` (the full, repaired history).
 
         The first `final` messages (all by default) must be those of every later call;
-        the history read so far must be a prefix of them (else call `reset()` first).
+        the history read so far must be a prefix of them (else call `start_over()` first).
         Where the request leaves earlier messages out, a note at the cut says how many;
         `summary_for(cut)` (a summary of them, made once per cut by the caller, or None)
         goes into that note. The budget reserves room for the plain note only: a note
         with a summary that would take the request over the high watermark is left out.
         `overflows`: the provider refused this call's request for its length (a retry).
+        `same_objects`: the messages read before are the very objects of the previous
+        call, so what was sent of them then is sent again as it was, and only what is new
+        is added to the request.
         `rules_tokens`: what the provider rules that need the whole request add to this
         call's request (known from a first plan of it), counted at this call only.
         """
         if fixed_tokens != self._fixed:
             # The thresholds of every earlier call point depend on them.
             self._fixed = fixed_tokens
-            self.reset()
+            self.start_over()
         final = len(history) if final is None else final
         for index in range(self._known, final):
             self._add(history, index, self._decisions)
@@ -381,17 +483,22 @@ class CacheAwareReplay:
         self._call(history, decisions, end=len(history), overflows=overflows)
         cut = decisions.cut
         summary = summary_for(cut) if summary_for is not None and cut else None
-        plan = self._build(history, decisions, summary=summary)
+        if not same_objects:
+            # What was made of the previous call's objects is not this call's.
+            self._front = None
+            if self._body is not None:
+                self._body.copies = []
+        plan = self._build(history, decisions, summary=summary, final=final)
         self._replay.forget_from(final, tool_names)
         return plan
 
     @property
-    def previous_request(self) -> list[int] | None:
+    def previous_request(self) -> array[int] | None:
         """Fingerprints of the previous request, for the prefix report (None before one)."""
         return self._last_request
 
     @previous_request.setter
-    def previous_request(self, prints: list[int] | None) -> None:
+    def previous_request(self, prints: array[int] | None) -> None:
         self._last_request = prints
 
     def _add(self, history: Sequence[BaseMessage], index: int, decisions: _Decisions) -> None:
@@ -915,153 +1022,316 @@ class CacheAwareReplay:
         )
 
     def _build(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, *, summary: str | None
+        self,
+        history: Sequence[BaseMessage],
+        decisions: _Decisions,
+        *,
+        summary: str | None,
+        final: int,
     ) -> CompactionPlan:
+        """The request of the decisions: after a cut, the front (system messages, the task,
+        the messages kept by protection class, the note), then the history from the cut.
+
+        What was sent of the final positions is reused while the cut and the compaction
+        stay (`_body_from`), so a call adds its new messages only; the front is made once
+        per cut (`_front_of`) and only the note is chosen again, by the request's size.
+        """
         end = len(history)
-        replay = self._replay
-        output: list[BaseMessage] = []
-        costs: list[int] = []
-        prints: list[int] = []
-        origins: list[tuple[int, ...]] = []
-        compacted_positions: list[int] = []
-        kept: list[tuple[int, str]] = []
         omitted = self._omitted(decisions)
         # A cut that leaves nothing out (everything before it is protected) is no cut:
         # the history goes as it is, so governing the request again changes nothing.
         start = decisions.cut if omitted > 0 else 0
-
-        def send(index: int) -> None:
-            origins.append((index,))
-            if self._is_compacted(decisions, index):
-                output.append(self._compacted_copy(history, index))
-                costs.append(self._compacted_tokens(history, index))
-                prints.append(replay.prints[index] ^ _COMPACTED)
-                compacted_positions.append(index)
-            else:
-                output.append(history[index])
-                costs.append(replay.tokens[index])
-                prints.append(replay.prints[index])
-
-        def send_user_words(index: int) -> None:
-            # A pinned user message without what an earlier cut stored in it (its note).
-            message = history[index]
-            assert isinstance(message, HumanMessage)
-            words = without_added_parts(message)
-            if words is None or words is message:
-                send(index)
-                return
-            origins.append((index,))
-            output.append(words)
-            costs.append(self._counter.count_message(words))
-            prints.append(message_fingerprint(words))
-
+        body = self._body_from(history, decisions, start=start, final=final)
+        body_messages = self._body_messages(history, body)
+        tail = self._sent_between(history, decisions, max(body.upto, start), end)
+        kept: list[tuple[int, str]] = []
+        front = _Sent()
+        # The kept part's first messages the note and the joins reach: its leading system
+        # messages where only system messages are in front of them, then its leading user
+        # turns; they go with the front.
+        joined_body = 0
         if start > 0:
-            for index in replay.system_indices:
-                if index >= start:
-                    break
-                send(index)
-                kept.append((index, KEPT_SYSTEM))
-            if decisions.task_pinned:
-                task = self._task_message(history)
-                output.append(task)
-                origins.append((replay.task,) if replay.task is not None else ())
-                costs.append(replay.task_tokens)
-                prints.append(message_fingerprint(task))
-                assert replay.task is not None
-                kept.append((replay.task, KEPT_TASK))
-            pins = [(group.start, group.stop, group.why) for group in _kept(decisions)]
-            if decisions.pinned is not None:
-                current = _last_real_user(history, start, end) is None
-                why = KEPT_CURRENT_TURN if current else KEPT_LATEST_USER
-                pins.append((decisions.pinned, decisions.pinned + 1, why))
-            for pin_start, pin_stop, why in sorted(pins):
-                for index in range(pin_start, pin_stop):
-                    if isinstance(history[index], HumanMessage):
-                        send_user_words(index)
-                    else:
-                        send(index)
-                    kept.append((index, why))
-        for index in range(start, end):
-            send(index)
-        if start > 0:
-            output, costs, prints, origins = self._with_cut_note(
-                history, output, costs, prints, origins, omitted, summary, decisions
+            front = self._front_of(history, decisions, start=start, kept=kept, final=final)
+            joined_body = _reached_by_the_note(front.messages, body_messages, tail.messages)
+            for offset in range(joined_body):
+                if offset < len(body_messages):
+                    message, cost = body_messages[offset], body.costs[offset]
+                    fingerprint = body.prints[offset]
+                else:
+                    at = offset - len(body_messages)
+                    message, cost, fingerprint = tail.messages[at], tail.costs[at], tail.prints[at]
+                front.add(message, cost, fingerprint, (start + offset,))
+            after_front = (
+                sum(body.costs)
+                + sum(tail.costs)
+                - sum(front.costs[-joined_body:] if joined_body else ())
             )
+            front = self._with_cut_note(history, front, after_front, omitted, summary, decisions)
+        skipped = max(joined_body - len(body_messages), 0)
+        request = [*front.messages, *body_messages[joined_body:], *tail.messages[skipped:]]
+        prints = array("q", front.prints)
+        prints.extend(body.prints[joined_body:])
+        prints.fromlist(tail.prints[skipped:])
+        costs = array("q", front.costs)
+        costs.extend(body.costs[joined_body:])
+        costs.fromlist(tail.costs[skipped:])
         tokens_after = self._fixed + sum(costs)
+        compacted = (*front.compacted, *body.compacted, *tail.compacted)
         plan = CompactionPlan(
-            messages=output,
-            compacted=len(compacted_positions),
+            messages=request,
+            compacted=len(compacted),
             removed=omitted if start > 0 else 0,
             tokens_before=self._fixed + decisions.raw_tokens,
             tokens_after=tokens_after,
             cut=start,
             omitted=omitted if start > 0 else 0,
             task_pinned=decisions.task_pinned and start > 0,
-            compacted_positions=tuple(compacted_positions),
+            compacted_positions=compacted,
             kept=tuple(kept),
-            origins=tuple(origins),
+            origins=_Origins(front.origins, start + joined_body, len(request)),
             calibration=self._calibration(decisions),
+            fingerprints=prints,
         )
         if self._last_request is not None:
-            unchanged = _leading_equal(self._last_request, prints)
+            unchanged = leading_equal(self._last_request, prints)
             plan.unchanged_prefix_messages = unchanged
             plan.unchanged_prefix_tokens = max(tokens_after - sum(costs[unchanged:]), 0)
         self._last_request = prints
         return plan
 
+    def _body_from(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, start: int, final: int
+    ) -> _Body:
+        """The history's final positions from `start` on as sent: the previous call's,
+        with the positions made final since added, where nothing else changed."""
+        body = self._body
+        if (
+            body is None
+            or body.start != start
+            or body.compacted_count != decisions.compacted_count
+            or body.upto > max(final, start)
+        ):
+            body = _Body(start=start, compacted_count=decisions.compacted_count, upto=start)
+        if final > body.upto:
+            added = self._sent_between(history, decisions, body.upto, final, messages=False)
+            body.costs.fromlist(added.costs)
+            body.prints.fromlist(added.prints)
+            body.compacted.extend(added.compacted)
+            body.upto = final
+        self._body = body
+        return body
+
+    def _body_messages(self, history: Sequence[BaseMessage], body: _Body) -> list[BaseMessage]:
+        """The messages of `body` as sent on this call: a slice of the history with the
+        compacted copies in place, found by weak reference while they are this call's."""
+        messages: list[BaseMessage] = history[body.start : body.upto]  # type: ignore[assignment]
+        found = [ref() for ref in body.copies]
+        if len(found) == len(body.compacted) and None not in found:
+            copies: list[BaseMessage] = found  # type: ignore[assignment]
+        else:
+            copies = [self._compacted_copy(history, index) for index in body.compacted]
+            body.copies = [weakref.ref(copy) for copy in copies]
+        for index, copy in zip(body.compacted, copies, strict=True):
+            messages[index - body.start] = copy
+        return messages
+
+    def _sent_between(
+        self,
+        history: Sequence[BaseMessage],
+        decisions: _Decisions,
+        start: int,
+        stop: int,
+        *,
+        messages: bool = True,
+    ) -> _Sent:
+        """History positions `start` to `stop` as sent (compacted results as their
+        placeholder, see `_compacted_copy`): costs, prints, and the messages themselves
+        where `messages`, as slices of the history."""
+        if stop <= start:
+            return _Sent()
+        replay = self._replay
+        sent = _Sent(
+            messages=history[start:stop] if messages else [],  # type: ignore[arg-type]
+            costs=replay.tokens[start:stop].tolist(),
+            prints=replay.prints[start:stop].tolist(),
+        )
+        compactable = replay.compactable
+        first = bisect.bisect_left(compactable, start)
+        last = min(bisect.bisect_left(compactable, stop), decisions.compacted_count)
+        for index in compactable[first:last]:
+            offset = index - start
+            if messages:
+                sent.messages[offset] = self._compacted_copy(history, index)
+            sent.costs[offset] = self._compacted_tokens(history, index)
+            sent.prints[offset] ^= _COMPACTED
+            sent.compacted.append(index)
+        return sent
+
+    def _front_of(
+        self,
+        history: Sequence[BaseMessage],
+        decisions: _Decisions,
+        *,
+        start: int,
+        kept: list[tuple[int, str]],
+        final: int,
+    ) -> _Sent:
+        """The system messages before the cut, the pinned task and the pins, as sent; made
+        once per set of decisions where they are all final. `kept` gets each pinned
+        position's protection class."""
+        replay = self._replay
+        end = len(history)
+        pins = [(group.start, group.stop, group.why) for group in _kept(decisions)]
+        if decisions.pinned is not None:
+            users = replay.users
+            first_after = bisect.bisect_left(users, start)
+            current = first_after >= len(users) or users[first_after] >= end
+            why = KEPT_CURRENT_TURN if current else KEPT_LATEST_USER
+            pins.append((decisions.pinned, decisions.pinned + 1, why))
+        pins.sort()
+        for index in replay.system_indices:
+            if index >= start:
+                break
+            kept.append((index, KEPT_SYSTEM))
+        if decisions.task_pinned:
+            assert replay.task is not None
+            kept.append((replay.task, KEPT_TASK))
+        kept.extend(
+            (index, why)
+            for pin_start, pin_stop, why in pins
+            for index in range(pin_start, pin_stop)
+        )
+        key = (
+            start,
+            decisions.task_pinned,
+            decisions.pinned,
+            decisions.kept_groups,
+            decisions.compacted_count,
+        )
+        if self._front is not None and self._front.key == key and start <= final:
+            messages = [ref() for ref in self._front.refs]
+            if None not in messages:
+                return _copy_sent(self._front.sent, messages)  # type: ignore[arg-type]
+        front = _Sent()
+        for index in replay.system_indices:
+            if index >= start:
+                break
+            self._send(history, decisions, front, index)
+        if decisions.task_pinned:
+            task = self._task_message(history)
+            assert replay.task is not None
+            front.add(task, replay.task_tokens, message_fingerprint(task), (replay.task,))
+        for pin_start, pin_stop, _ in pins:
+            for index in range(pin_start, pin_stop):
+                message = history[index]
+                words = without_added_parts(message) if isinstance(message, HumanMessage) else None
+                if words is None or words is message:
+                    self._send(history, decisions, front, index)
+                else:
+                    # A pinned user message without what an earlier cut stored in it (its
+                    # note), kept while that message lives.
+                    copy = self._words_copies.get(index, (index,), history)
+                    if copy is None:
+                        copy = words
+                        self._words_copies.put(index, (index,), history, copy)
+                    front.add(
+                        copy, self._counter.count_message(copy), message_fingerprint(copy), (index,)
+                    )
+        if start <= final:
+            refs = [weakref.ref(message) for message in front.messages]
+            self._front = _Front(key, refs, _copy_sent(front, []))
+        return front
+
+    def _send(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, sent: _Sent, index: int
+    ) -> None:
+        if self._is_compacted(decisions, index):
+            sent.add(
+                self._compacted_copy(history, index),
+                self._compacted_tokens(history, index),
+                self._replay.prints[index] ^ _COMPACTED,
+                (index,),
+            )
+            sent.compacted.append(index)
+        else:
+            sent.add(
+                history[index], self._replay.tokens[index], self._replay.prints[index], (index,)
+            )
+
     def _with_cut_note(
         self,
         history: Sequence[BaseMessage],
-        output: list[BaseMessage],
-        costs: list[int],
-        prints: list[int],
-        origins: list[tuple[int, ...]],
+        front: _Sent,
+        after_front: int,
         omitted: int,
         summary: str | None,
         decisions: _Decisions,
-    ) -> tuple[list[BaseMessage], list[int], list[int], list[tuple[int, ...]]]:
-        """The request with the note at the cut, and the user turns at its front joined.
+    ) -> _Sent:
+        """The front with the note at the cut, and the user turns at its front joined.
 
         The note goes right after the pinned task (or the system messages), as a user turn
         of its own; where it meets other user turns they are joined into one message, each
         its own run of blocks (see `_added.py`). A note with a summary must fit under the
         high watermark (else the plain note goes), the plain note under the budget (else
-        none goes: a tiny budget).
+        none goes: a tiny budget). `after_front` are the tokens of the request after the
+        front.
         """
         high, _ = self._watermarks(history, decisions, end=len(history))
         position = 0
-        while position < len(output) and isinstance(output[position], SystemMessage):
+        while position < len(front.messages) and isinstance(
+            front.messages[position], SystemMessage
+        ):
             position += 1
         if decisions.task_pinned:
             position += 1
         values = decisions.note_values
-        notes = [(self._note(decisions, omitted, summary, values), high)] if summary else []
+        brief = self._brief_note(decisions)
+        notes: list[tuple[str | None, tuple[KeyedValues, ...], int]] = (
+            [(summary, values, high)] if summary else []
+        )
         if values:
-            notes.append((self._note(decisions, omitted, values=values), self._max_tokens))
-        notes.append((self._note(decisions, omitted), self._max_tokens))
-        for text, limit in notes:
-            note = cut_note_turn(text)
-            noted = [*output[:position], note, *output[position:]]
-            noted_costs = [*costs[:position], self._counter.count_message(note), *costs[position:]]
-            noted_prints = [*prints[:position], message_fingerprint(note), *prints[position:]]
-            noted_origins = [*origins[:position], (), *origins[position:]]
-            self._join_user_turns(noted, noted_costs, noted_prints, noted_origins)
-            fixed = self._fixed + decisions.rules_tokens
-            if self._calibration(decisions).corrected(fixed + sum(noted_costs)) <= limit:
-                return noted, noted_costs, noted_prints, noted_origins
-        self._join_user_turns(output, costs, prints, origins)
-        return output, costs, prints, origins
+            notes.append((None, values, self._max_tokens))
+        notes.append((None, (), self._max_tokens))
+        for text, listed, limit in notes:
+            note, cost, fingerprint = self._note_turn(omitted, text, listed, brief)
+            noted = _Sent(
+                messages=[*front.messages[:position], note, *front.messages[position:]],
+                costs=[*front.costs[:position], cost, *front.costs[position:]],
+                prints=[*front.prints[:position], fingerprint, *front.prints[position:]],
+                origins=[*front.origins[:position], (), *front.origins[position:]],
+                compacted=front.compacted,
+            )
+            self._join_user_turns(noted)
+            total = self._fixed + decisions.rules_tokens + sum(noted.costs) + after_front
+            if self._calibration(decisions).corrected(total) <= limit:
+                return noted
+        self._join_user_turns(front)
+        return front
 
-    def _join_user_turns(
-        self,
-        output: list[BaseMessage],
-        costs: list[int],
-        prints: list[int],
-        origins: list[tuple[int, ...]],
-    ) -> None:
+    def _note_turn(
+        self, omitted: int, summary: str | None, values: tuple[KeyedValues, ...], brief: bool
+    ) -> tuple[BaseMessage, int, int]:
+        """The note at a cut of `omitted` messages (with `summary` and the `values` they
+        held; `brief`) as a user turn, its count and print."""
+        key = (omitted, summary, values, brief)
+        made = self._notes.get(key)
+        if made is None:
+            note = cut_note_turn(cut_note(omitted, summary, values, brief=brief))
+            made = (note, self._counter.count_message(note), message_fingerprint(note))
+            if len(self._notes) >= _NOTES_KEPT:
+                self._notes.clear()
+            self._notes[key] = made
+        return made
+
+    def _join_user_turns(self, sent: _Sent) -> None:
         """Join the user turns that meet after a cut (the task, the note, the user messages
         kept across the cut, the kept part's first), as role alternation would on every
-        call: joined here, once per cut, the request needs no repair and keeps its prefix."""
+        call: joined here, once per cut, the request needs no repair and keeps its prefix.
+
+        Only the front can hold user turns that meet: the repaired history never has two
+        user messages in a row (its repairs merged them).
+        """
+        output, costs, prints, origins = sent.messages, sent.costs, sent.prints, sent.origins
         position = 0
         while position < len(output):
             stop = position
@@ -1100,13 +1370,14 @@ def _kept(decisions: _Decisions) -> tuple[_KeptGroup, ...]:
     return tuple(group for group in decisions.kept_groups if group.start != decisions.pinned)
 
 
-def _last_real_user(history: Sequence[BaseMessage], start: int, end: int) -> int | None:
-    """The last user message governance did not make in `history[start:end]`, if any."""
-    for index in range(end - 1, start - 1, -1):
-        message = history[index]
-        if isinstance(message, HumanMessage) and added_kind(message) is None:
-            return index
-    return None
+def _copy_sent(sent: _Sent, messages: list[BaseMessage]) -> _Sent:
+    return _Sent(
+        list(messages),
+        list(sent.costs),
+        list(sent.prints),
+        list(sent.origins),
+        list(sent.compacted),
+    )
 
 
 def _fitting(
@@ -1145,13 +1416,22 @@ def _thinking_tool_loop_start(history: Sequence[BaseMessage], end: int) -> int |
     return opening if opening is not None and opens_with_thinking(history[opening]) else None
 
 
-def _leading_equal(previous: list[int], current: list[int]) -> int:
-    """How many leading fingerprints of `current` are those of `previous`."""
+def _reached_by_the_note(front: list[BaseMessage], *kept_part: list[BaseMessage]) -> int:
+    """How many first messages of the kept part (the concatenation of `kept_part`) the
+    note at a cut reaches: the note goes after the request's leading system messages (so
+    after those of the kept part too where `front` holds only system messages), and joins
+    the user turns right after it."""
     count = 0
-    for old, new in zip(previous, current, strict=False):
-        if old != new:
-            break
-        count += 1
+    systems = all(isinstance(message, SystemMessage) for message in front)
+    for part in kept_part:
+        for message in part:
+            if systems and isinstance(message, SystemMessage):
+                count += 1
+                continue
+            systems = False
+            if not isinstance(message, HumanMessage):
+                return count
+            count += 1
     return count
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from langchain_context_governance.rules.continued import ContinuedRepair
 from langchain_context_governance.state.cache_aware import CacheAwareReplay, CompactionPlan
 from langchain_context_governance.state.record import (
     GovernanceRecord,
@@ -64,7 +65,8 @@ class ConversationState:
     model's text for the latest cut; `previous_request` the digests of the previous
     request; `over_budget_warned` whether the conversation's over-budget warning was
     logged; `calibration` the counter's calibration (kept as given); `serial` the
-    record this state wrote or took up last.
+    record this state wrote or took up last; `request_repairs` the provider rules of
+    the conversation's successive requests (rules/continued.py).
     A state serves one call at a time (`lock`); a call that finds it busy governs with a
     fresh state instead, which gives the same request.
 
@@ -92,6 +94,7 @@ class ConversationState:
     over_budget_warned: bool = False
     calibration: Mapping[str, Any] | None = None
     serial: str | None = None
+    request_repairs: ContinuedRepair | None = field(default=None, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _replays: OrderedDict[int, CacheAwareReplay] = field(default_factory=OrderedDict, repr=False)
 
@@ -99,6 +102,8 @@ class ConversationState:
         """Forget the history read and what was decided on it (after a failed call)."""
         self.repairs.start_over()
         self._replays.clear()
+        if self.request_repairs is not None:
+            self.request_repairs.start_over()
         self.summary = None
 
     def read(self, messages: Sequence[BaseMessage]) -> StreamRead:
@@ -141,13 +146,16 @@ class ConversationState:
             final=history.final,
             summary_for=self._summary_text,
             overflows=overflows,
+            same_objects=history.same_objects,
             rules_tokens=rules_tokens,
         )
         local = replay.previous_request
         if previous is None:
             self.previous_request = PreviousRequest(b"", None).followed_by(plan.messages, local)[0]
             return plan
-        self.previous_request, unchanged = previous.followed_by(plan.messages, local)
+        self.previous_request, unchanged = previous.followed_by(
+            plan.messages, local, unchanged=plan.unchanged_prefix_messages
+        )
         if unchanged is not None:
             plan.unchanged_prefix_messages = unchanged
             changed = sum(map(self.count_message, plan.messages[unchanged:]))

@@ -46,6 +46,7 @@ import base64
 import functools
 import hashlib
 import json
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -133,19 +134,27 @@ def settings_digest(settings: Mapping[str, Any]) -> str:
     return hashlib.blake2b(text.encode("ascii"), digest_size=8).hexdigest()
 
 
-def leading_equal(previous: Sequence[int], current: Sequence[int]) -> int:
-    """How many leading items of `current` are those of `previous`.
+def leading_equal(previous: array[int], current: array[int]) -> int:
+    """How many leading fingerprints of `current` are those of `previous`.
+
+    Compared in bulk (a slice of each at a time), so an unchanged request costs no loop
+    over its messages.
 
     Example:
-        >>> leading_equal([1, 2, 3], [1, 2, 4, 5])
+        >>> leading_equal(array("q", [1, 2, 3]), array("q", [1, 2, 4, 5]))
         2
     """
-    count = 0
-    for old, new in zip(previous, current, strict=False):
-        if old != new:
-            break
-        count += 1
-    return count
+    size = min(len(previous), len(current))
+    if previous[:size] == current[:size]:
+        return size
+    equal, unequal = 0, size
+    while unequal - equal > 1:
+        middle = (equal + unequal) // 2
+        if previous[equal:middle] == current[equal:middle]:
+            equal = middle
+        else:
+            unequal = middle
+    return equal
 
 
 @dataclass(frozen=True)
@@ -201,26 +210,33 @@ class PreviousRequest:
     """
 
     digests: bytes
-    local: list[int] | None = None
+    local: array[int] | None = None
 
     def __len__(self) -> int:
         return len(self.digests) // _REQUEST_DIGEST_BYTES
 
     def followed_by(
-        self, messages: Sequence[BaseMessage], local: list[int] | None
+        self,
+        messages: Sequence[BaseMessage],
+        local: array[int] | None,
+        *,
+        unchanged: int | None = None,
     ) -> tuple[PreviousRequest, int | None]:
         """The request of `messages` as the next previous request, and how many of its
         leading messages this one also began with, where only the digests can tell.
 
         Where both requests have local fingerprints (this process made them), the caller
-        compared those: the count is None, and the digests of the unchanged messages are
-        reused, so a call costs what changed. Otherwise (this request came from a
-        record) every digest is computed once and compared.
+        compared those (`unchanged`, where it did already): the count is None, and the
+        digests of the unchanged messages are reused, so a call costs what changed.
+        Otherwise (this request came from a record) every digest is computed once and
+        compared.
         """
         size = _REQUEST_DIGEST_BYTES
         if self.local is not None and local is not None:
-            reused = leading_equal(self.local, local) * size
-            digests = self.digests[:reused] + request_digests(messages[reused // size :])
+            if unchanged is None:
+                unchanged = leading_equal(self.local, local)
+            reused = unchanged * size
+            digests = self.digests[:reused] + request_digests(messages[unchanged:])
             return PreviousRequest(digests, local), None
         digests = request_digests(messages)
         unchanged = 0

@@ -24,27 +24,34 @@ its call was already answered with the placeholder, and moving the result back w
 rewrite a prefix the provider's prompt cache holds.
 
 The stream keeps no message objects and no copy of message content: positions, weak
-references and fingerprints of what it read, the call ids declared, and for each
-message a repair made, how to make it again from the caller's messages (a recipe). A
-made message is kept only as long as the messages it was made from are alive, and is
+references and keys of what it read (`_messages.message_key`: a message's id, class and
+content length, or its fingerprint where it has no id), the call ids declared, and for
+each message a repair made, how to make it again from the caller's messages (a recipe).
+A made message is kept only as long as the messages it was made from are alive, and is
 served only to a call that passes those very objects: a conversation is never given a
 message made from another conversation's messages, however equal their text.
+
+A call normally passes the messages read before as the very same objects, which one
+identity check per message confirms. A history reloaded from a checkpoint (new objects,
+as the first call of every LangGraph run gets it) is matched by the messages' keys, in
+bulk, without reading their text; `message_key` says which in-place edits this sees.
 """
 
 from __future__ import annotations
 
+import bisect
 import operator
 import weakref
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import overload
+from typing import Literal, overload
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_context_governance._added import synthetic_user_turn
-from langchain_context_governance._messages import iter_declared_tool_calls, message_fingerprint
+from langchain_context_governance._messages import iter_declared_tool_calls, message_keys
 from langchain_context_governance.passes._names import ALTERNATION as ALTERNATION_PASS_NAME
 from langchain_context_governance.passes._names import PROVIDER_RULES as BRIDGE_PASS_NAME
 from langchain_context_governance.passes.alternation import can_merge_turns, merge_turns
@@ -62,6 +69,9 @@ Bridge = Callable[[BaseMessage, BaseMessage], list[BaseMessage]]
 # Where no source index exists: the message was made by a repair.
 _MADE = -1
 _dereference = weakref.ref.__call__
+# How a call's messages continue what was read: the very objects read before, or equal
+# messages as new objects (a reloaded history).
+Continuation = Literal["same objects", "reloaded"]
 
 # How a made message is made again from the caller's messages: (kind, start, stop, k) for
 # the group of messages[start:stop]:
@@ -95,7 +105,8 @@ class RepairedHistory(Sequence[BaseMessage]):
 
     Final messages are read from the caller's list by position, or made again by the
     stream where a repair made them; positions below `final` never change while the
-    history only grows.
+    history only grows. `same_objects`: the final messages are the very objects they
+    were on the previous call (the caller passed the messages read before as they were).
     """
 
     def __init__(
@@ -104,7 +115,10 @@ class RepairedHistory(Sequence[BaseMessage]):
         stream: RepairStream,
         pending: list[BaseMessage],
         pending_sources: Sequence[int] = (),
+        *,
+        same_objects: bool = False,
     ) -> None:
+        self.same_objects = same_objects
         self._messages = messages
         self._stream = stream
         self._sources = stream._sources
@@ -135,7 +149,18 @@ class RepairedHistory(Sequence[BaseMessage]):
 
     def __getitem__(self, index: int | slice) -> BaseMessage | list[BaseMessage]:
         if isinstance(index, slice):
-            return [self[position] for position in range(*index.indices(len(self)))]
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return [self[position] for position in range(start, stop, step)]
+            if stop <= start:
+                return []
+            final = self.final
+            output = self._stream._final_slice(
+                self._messages, start, min(stop, final), self._groups
+            )
+            if stop > final:
+                output.extend(self._pending[max(start, final) - final : stop - final])
+            return output
         if index < 0:
             index += len(self)
         if index >= self.final:
@@ -146,12 +171,11 @@ class RepairedHistory(Sequence[BaseMessage]):
         return self._messages[source]
 
     def __iter__(self) -> Iterator[BaseMessage]:
-        for index in range(len(self)):
-            yield self[index]
+        return iter(self[:])
 
     def to_list(self) -> list[BaseMessage]:
         """The repaired history as a new list."""
-        return list(self)
+        return self[:]
 
 
 @dataclass
@@ -208,8 +232,16 @@ class RepairStream:
         # What was read: the caller's messages up to `_read`, the final part of the output.
         self._read = 0
         self._refs: list[weakref.ref[BaseMessage]] = []
-        self._prints = array("q")
+        # The remembered objects replaced those of the call before (a reloaded history),
+        # and no call has read them yet.
+        self._reloaded = False
+        self._keys = array("q")
         self._sources = array("q")
+        # The final part as runs: each starts at a position with its source, and a run
+        # of the caller's messages goes on with consecutive sources (a made message is a
+        # run of its own), so a slice of the history is a few slices of the caller's list.
+        self._run_positions = array("q")
+        self._run_sources = array("q")
         self._recipes: dict[int, Recipe] = {}
         self._made = MadeMessages()
         self._opened = False
@@ -221,12 +253,19 @@ class RepairStream:
 
     def read(self, messages: Sequence[BaseMessage]) -> StreamRead:
         """The repaired history of `messages`; its first `final` messages never change."""
-        restarted = not self._continues(messages)
+        continuation = self._continuation(messages)
+        restarted = continuation is None
         if restarted:
             self.start_over()
         pending = self._read_groups(messages)
         self._drop_trailing_assistants(pending)
-        history = RepairedHistory(messages, self, pending.messages, pending.sources)
+        history = RepairedHistory(
+            messages,
+            self,
+            pending.messages,
+            pending.sources,
+            same_objects=continuation == "same objects" and self._read > 0,
+        )
         changes = dict(self._changes)
         for name, count in pending.changes.items():
             changes[name] = changes.get(name, 0) + count
@@ -259,29 +298,34 @@ class RepairStream:
         pending.add_changes({ALTERNATION_PASS_NAME: dropped})
 
     def continued_by(self, messages: Sequence[BaseMessage]) -> bool:
-        """Whether `messages` starts with what this stream read (and it read anything)."""
-        return self._read > 0 and self._continues(messages, remember=False)
+        """Whether `messages` starts with what this stream read (and it read anything).
 
-    def _continues(self, messages: Sequence[BaseMessage], *, remember: bool = True) -> bool:
-        """Whether `messages` starts with the messages read; compared by identity first.
+        The caller goes on to `read` them: a reloaded history found here is not compared
+        by key again there (see `_continuation`).
+        """
+        continuation = self._continuation(messages) if self._read > 0 else None
+        self._reloaded = continuation == "reloaded"
+        return continuation is not None
 
-        With `remember`, an equal message that is a new object (a reloaded history)
-        replaces the remembered one, so the next call compares by identity again.
+    def _continuation(self, messages: Sequence[BaseMessage]) -> Continuation | None:
+        """How `messages` starts with the messages read, or None where it does not.
+
+        Compared by identity first, then by key (`message_key`, in bulk). The new objects
+        of a reloaded history replace the remembered ones, so the next comparison is by
+        identity again; after `continued_by` found them reloaded, it still says so, as
+        what was made of the objects read before is not these objects'.
         """
         known = self._read
         if len(messages) < known:
-            return False
+            return None
+        reloaded, self._reloaded = self._reloaded, False
         if all(map(operator.is_, map(_dereference, self._refs), islice(messages, known))):
-            return True
-        for index in range(known):
-            message = messages[index]
-            if self._refs[index]() is message:
-                continue
-            if message_fingerprint(message) != self._prints[index]:
-                return False
-            if remember:
-                self._refs[index] = weakref.ref(message)
-        return True
+            return "reloaded" if reloaded else "same objects"
+        read = list(islice(messages, known))
+        if message_keys(read) != self._keys:
+            return None
+        self._refs = list(map(weakref.ref, read))
+        return "reloaded"
 
     def _declared_before(self, start: int) -> Callable[[str], bool]:
         """Whether a call id was declared by a final group before caller index `start`."""
@@ -365,10 +409,12 @@ class RepairStream:
         for message, source, recipe in zip(
             pending.messages, pending.sources, pending.recipes, strict=True
         ):
+            position = len(self._sources)
             if source == _MADE:
                 assert recipe is not None
-                self._recipes[len(self._sources)] = recipe
+                self._recipes[position] = recipe
             self._sources.append(source)
+            self._extend_runs(position, source)
             if not isinstance(message, SystemMessage):
                 self._opened = True
         for call_id, group_start in pending.declared:
@@ -377,13 +423,51 @@ class RepairStream:
             self._changes[name] = self._changes.get(name, 0) + count
         self._remember_read(messages, read_up_to)
 
+    def _extend_runs(self, position: int, source: int) -> None:
+        runs, sources = self._run_positions, self._run_sources
+        if (
+            source != _MADE
+            and sources
+            and sources[-1] != _MADE
+            and sources[-1] + position - runs[-1] == source
+        ):
+            return
+        runs.append(position)
+        sources.append(source)
+
+    def _final_slice(
+        self,
+        messages: Sequence[BaseMessage],
+        start: int,
+        stop: int,
+        groups: dict[tuple[int, int], list[BaseMessage]],
+    ) -> list[BaseMessage]:
+        """The final messages at positions `start` to `stop`, as slices of `messages`."""
+        output: list[BaseMessage] = []
+        runs, sources = self._run_positions, self._run_sources
+        run = bisect.bisect_right(runs, start) - 1
+        position = start
+        while position < stop:
+            run_start, source = runs[run], sources[run]
+            run_stop = runs[run + 1] if run + 1 < len(runs) else len(self._sources)
+            end = min(stop, run_stop)
+            if source == _MADE:
+                output.append(self._made_at(position, messages, groups))
+            else:
+                offset = source - run_start
+                output.extend(messages[position + offset : end + offset])
+            position = end
+            run += 1
+        return output
+
     def _remember_read(self, messages: Sequence[BaseMessage], up_to: int) -> None:
-        for index in range(self._read, up_to):
-            message = messages[index]
-            self._refs.append(weakref.ref(message))
-            self._prints.append(message_fingerprint(message))
-            self._read_tokens += self._count_message(message)
-        self._read = max(self._read, up_to)
+        if up_to <= self._read:
+            return
+        read = list(islice(messages, self._read, up_to))
+        self._refs.extend(map(weakref.ref, read))
+        self._keys.extend(message_keys(read))
+        self._read_tokens += sum(map(self._count_message, read))
+        self._read = up_to
 
     def _made_at(
         self,

@@ -27,7 +27,9 @@ from langchain_core.messages import (
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langchain_context_governance import SYNTHETIC_USER_CONTENT, ContextGovernor
+from langchain_context_governance import governor as governor_module
 from langchain_context_governance._messages import declared_tool_call_ids
+from langchain_context_governance.rules.continued import ContinuedRepair
 from langchain_context_governance.rules.table import PROFILES
 from langchain_context_governance.rules.validate import PROVIDERS, validate_messages
 from tests.oracles import mistral_common_accepts
@@ -393,3 +395,30 @@ def test_unreadable_content_is_a_value_error_naming_the_message(
     history = [*history[:position], unreadable, *history[position:]]
     with pytest.raises(ValueError, match=rf"^message {position}: "):
         governor("strict", 200).govern(history)
+
+
+class StatelessChecked(ContinuedRepair):
+    """ContinuedRepair that checks each of its results against Profile.repair's."""
+
+    def repair(
+        self, request: list[BaseMessage], *, prints: Any
+    ) -> tuple[list[BaseMessage], dict[str, int]]:
+        repaired, changes = super().repair(request, prints=prints)
+        expected, expected_changes = self._profile.repair(request)
+        assert dumps(repaired) == dumps(expected)
+        assert changes == expected_changes
+        return repaired, changes
+
+
+@every_profile
+@given(history=histories(max_size=16), budget=maybe_budgets, steps=st.integers(2, 6))
+def test_the_request_rules_decided_call_by_call_are_those_of_the_whole_request(
+    provider: str, history: list[BaseMessage], budget: int | None, steps: int
+) -> None:
+    """The provider rules a governor decides on what is new in each call give exactly
+    what Profile.repair gives on the whole request, call after call as the history grows."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(governor_module, "ContinuedRepair", StatelessChecked)
+        shared = governor(provider, budget)
+        for step in range(1, steps + 1):
+            shared.govern(history[: len(history) * step // steps], thread_id="t")

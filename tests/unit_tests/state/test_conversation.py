@@ -310,3 +310,41 @@ def test_a_conversation_s_state_keeps_no_copy_of_large_messages() -> None:
 
 def result_message(call_id: str) -> ToolMessage:
     return result(call_id, "done")
+
+
+def test_a_reloaded_history_found_by_lookup_is_compared_by_key_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a thread, the lookup compares the history with each conversation's; the
+    call then reads it without comparing its keys again, and still as a reloaded history
+    (nothing made of the objects read before is sent)."""
+    from langchain_context_governance.state import repair_stream
+
+    compared: list[int] = []
+    message_keys = repair_stream.message_keys
+
+    def counting(messages: Any) -> Any:
+        compared.append(len(messages))
+        return message_keys(messages)
+
+    monkeypatch.setattr(repair_stream, "message_keys", counting)
+    stream = RepairStream(repair_group=lambda m, d: (m, {}), count_message=lambda m: 1)
+    history = tool_loop(20, size=800)
+    stream.read(history)
+    again = reloaded(history)
+    compared.clear()
+    assert stream.continued_by(again)
+    read = stream.read(again)
+    assert sum(count > 10 for count in compared) == 1
+    assert not read.restarted and not read.history.same_objects
+    assert stream.read(again).history.same_objects
+    shared = governor(high_watermark=0.5, low_watermark=0.2)
+    histories = [[SystemMessage(f"agent {k}"), *tool_loop(30, size=900)] for k in range(2)]
+    for history in histories:
+        shared.govern(history)
+    for history in histories:
+        copy = reloaded(history)
+        assert (
+            shared.govern(copy).messages
+            == governor(high_watermark=0.5, low_watermark=0.2).govern(history).messages
+        )

@@ -1,0 +1,140 @@
+"""A worker that takes a thread up gives the request the thread's own worker gives.
+
+Three ways to govern each call of a growing history must give the same request: one
+worker that served every call (warm, given the very objects of the call before plus what
+is new), a new worker for every call given the history as new objects and the record of
+the call before (the record path, as a fleet whose turns land on a new worker each time),
+and a new worker without the record (first contact, a fresh replay). The record path must
+also write the warm worker's record. The histories are a tool-calling agent's: cuts (with
+and without a summary), results excluded from compaction, malformed stretches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    messages_from_dict,
+    messages_to_dict,
+)
+
+from langchain_context_governance import ContextGovernor
+from langchain_context_governance.testing import ScriptedChatModel
+from tests.builders import ai_calls, call, result
+from tests.strategies import histories
+
+PROVIDERS = ("openai", "anthropic", "mistral", "strict")
+
+
+def reloaded(history: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """What a checkpointer gives back: equal messages, new objects."""
+    return messages_from_dict(messages_to_dict(list(history)))
+
+
+def dumps(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    return [message.model_dump() for message in messages]
+
+
+@st.composite
+def agent_histories(draw: st.DrawFn) -> list[BaseMessage]:
+    """A tool-calling agent's history: results of every size (some excluded from
+    compaction), follow-up questions, interrupted calls, answers between turns, ids on
+    every message as LangGraph gives them, and now and then something malformed."""
+    messages: list[BaseMessage] = [SystemMessage("You are an agent."), HumanMessage("fix it")]
+    for step in range(draw(st.integers(3, 40))):
+        kind = draw(
+            st.sampled_from(("call", "call", "call", "calls", "follow-up", "interrupted", "noise"))
+        )
+        size = draw(st.sampled_from((40, 300, 900, 2_500)))
+        tool = draw(st.sampled_from(("read_file", "grep", "exec")))
+        if kind == "call":
+            messages += [ai_calls(call(f"c{step}", tool)), result(f"c{step}", "x" * size, tool)]
+        elif kind == "calls":
+            calls = [call(f"c{step}a", tool), call(f"c{step}b", "grep")]
+            results = [result(f"c{step}a", f"id-{step} " * (size // 8)), result(f"c{step}b", "z")]
+            messages += [ai_calls(*calls), *results]
+        elif kind == "follow-up":
+            messages += [AIMessage(f"done {step}"), HumanMessage(f"now step {step}")]
+        elif kind == "interrupted":
+            messages += [ai_calls(call(f"c{step}", tool)), HumanMessage(f"stop, {step}")]
+        else:
+            messages += draw(histories(max_size=3))
+    return [
+        message if message.id else message.model_copy(update={"id": f"m{index}"})
+        for index, message in enumerate(messages)
+    ]
+
+
+def governor_maker(
+    provider: str, window: int, *, exclude: bool, summary: bool
+) -> Callable[[], ContextGovernor]:
+    def make() -> ContextGovernor:
+        summarizer = ScriptedChatModel(lambda request: AIMessage(f"S{len(request[-1].text)}"))
+        return ContextGovernor(
+            provider=provider,
+            context_window_tokens=window,
+            max_output_tokens=200,
+            safety_buffer=0,
+            keep_recent=2,
+            min_chars=100,
+            exclude_tools={"grep"} if exclude else frozenset(),
+            summary_model=summarizer if summary else None,
+        )
+
+    return make
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    history=agent_histories(),
+    provider=st.sampled_from(PROVIDERS),
+    window=st.integers(1_200, 6_000),
+    exclude=st.booleans(),
+    summary=st.booleans(),
+    steps=st.integers(3, 8),
+)
+def test_the_record_path_a_fresh_replay_and_the_warm_state_give_the_same_request(
+    history: list[BaseMessage], provider: str, window: int, exclude: bool, summary: bool, steps: int
+) -> None:
+    make = governor_maker(provider, window, exclude=exclude, summary=summary)
+    warm = make()
+    warm_record = chain_record = None
+    for step in range(1, steps + 1):
+        now = history[: len(history) * step // steps]
+        served = warm.govern(now, thread_id="t", record=warm_record)
+        continued = make().govern(reloaded(now), thread_id="t", record=chain_record)
+        assert dumps(continued.messages) == dumps(served.messages), step
+        assert continued.record == served.record, step
+        assert continued.report.cut == served.report.cut
+        assert continued.report.unchanged_prefix_messages == served.report.unchanged_prefix_messages
+        if not summary:
+            # A summary is made incrementally, cut after cut: a first contact makes it anew.
+            first_contact = make().govern(reloaded(now), thread_id="t")
+            assert dumps(first_contact.messages) == dumps(served.messages), step
+        warm_record, chain_record = served.record, continued.record
+
+
+def test_a_history_edited_in_place_is_governed_as_a_fresh_replay_governs_it() -> None:
+    """LangGraph's add_messages replaces a message with the same id in place: a result
+    compacted to its placeholder (as `replace` mode stores it) must not be taken for the
+    result a record was written after."""
+    make = governor_maker("openai", 8_000, exclude=False, summary=False)
+    history: list[BaseMessage] = [SystemMessage("agent", id="s"), HumanMessage("fix it", id="u")]
+    for n in range(60):
+        history += [
+            ai_calls(call(f"c{n}", "read_file")).model_copy(update={"id": f"a{n}"}),
+            result(f"c{n}", f"line {n}\n" * 120, "read_file").model_copy(update={"id": f"t{n}"}),
+        ]
+    outcome = make().govern(history, thread_id="t")
+    edited = list(history)
+    edited[5] = edited[5].model_copy(update={"content": "[compacted]"})
+    continued = make().govern(reloaded(edited), thread_id="t", record=outcome.record)
+    assert outcome.report.tokens_after < outcome.report.tokens_before
+    assert dumps(continued.messages) == dumps(make().govern(reloaded(edited)).messages)
