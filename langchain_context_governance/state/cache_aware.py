@@ -423,7 +423,7 @@ class CacheAwareReplay:
         self._max_tokens = max_tokens
         self._shared_calibration = shared_calibration
         self._last_request: array[int] | None = None
-        self._joined: dict[tuple[int, ...], tuple[BaseMessage, int, int]] = {}
+        self._joined = _JoinedTurns()
         self._notes: dict[
             tuple[int, str | None, tuple[KeyedValues, ...], bool], tuple[BaseMessage, int, int]
         ] = {}
@@ -856,16 +856,18 @@ class CacheAwareReplay:
         leaves the rest of the history the low watermark's share of the room, so that the
         next calls do not each give up one (a history of excluded results only would be cut
         on every call). The cost of the newest one left out is kept (`readmit_tokens`): a
-        later call where it fits that way (the current turn moved on) takes it back.
+        later call where it fits that way (the current turn moved on) takes it back, within
+        the same limit (taken back up to the budget, the next call would give way again).
         """
         before = {g.start for g in decisions.kept_groups if g.why == KEPT_EXCLUDED_TOOL}
+        gave_way_before = decisions.readmit_tokens > 0
         for group in [g for g in decisions.kept_groups if g.why == KEPT_EXCLUDED_TOOL]:
             decisions.give_up(group)
         base, _ = self._room(history, decisions, end=end)
         calibration = self._calibration(decisions)
         groups = list(self._excluded_groups_newest_first(history, decisions))
         kept, left_out = _fitting(groups, base, self._max_tokens, calibration)
-        if not before.issubset(group.start for group in kept):
+        if gave_way_before or not before.issubset(group.start for group in kept):
             limit = self._excluded_limit(history, decisions, end=end)
             kept, left_out = _fitting(groups, base, limit, calibration)
         decisions.readmit_tokens = 0 if left_out is None else left_out.tokens
@@ -1340,10 +1342,10 @@ class CacheAwareReplay:
             if stop - position < 2:
                 position = stop + 1 if stop == position else stop
                 continue
+            run = output[position:stop]
             key = tuple(prints[position:stop])
-            joined = self._joined.get(key)
+            joined = self._joined.get(key, run)
             if joined is None:
-                run = output[position:stop]
                 parts = [user_parts(message) for message in run]
                 template = run[0]
                 assert isinstance(template, HumanMessage)
@@ -1353,14 +1355,50 @@ class CacheAwareReplay:
                     self._counter.count_message(message),
                     message_fingerprint(message),
                 )
-                if len(self._joined) >= _JOINED_KEPT:
-                    self._joined.clear()
-                self._joined[key] = joined
+                self._joined.put(key, run, joined)
             output[position:stop] = [joined[0]]
             costs[position:stop] = [joined[1]]
             prints[position:stop] = [joined[2]]
             origins[position:stop] = [tuple(o for run in origins[position:stop] for o in run)]
             position += 1
+
+
+class _JoinedTurns:
+    """User turns joined after a cut, with their count and print, kept between calls
+    (the front changes only at the next cut) only while the messages they were joined
+    from live, and served only for those very objects: the state keeps no user's words
+    beyond the history that holds them."""
+
+    def __init__(self) -> None:
+        self._entries: dict[
+            tuple[int, ...],
+            tuple[tuple[weakref.ref[BaseMessage], ...], tuple[BaseMessage, int, int]],
+        ] = {}
+
+    def get(
+        self, key: tuple[int, ...], run: Sequence[BaseMessage]
+    ) -> tuple[BaseMessage, int, int] | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        refs, joined = entry
+        if len(refs) == len(run) and all(ref() is m for ref, m in zip(refs, run, strict=True)):
+            return joined
+        return None
+
+    def put(
+        self, key: tuple[int, ...], run: Sequence[BaseMessage], joined: tuple[BaseMessage, int, int]
+    ) -> None:
+        entries = self._entries
+
+        def forget(gone: weakref.ref[BaseMessage]) -> None:
+            entry = entries.get(key)
+            if entry is not None and any(ref is gone for ref in entry[0]):
+                del entries[key]
+
+        if len(entries) >= _JOINED_KEPT:
+            entries.clear()
+        entries[key] = (tuple(weakref.ref(message, forget) for message in run), joined)
 
 
 def _kept(decisions: _Decisions) -> tuple[_KeptGroup, ...]:

@@ -21,7 +21,7 @@ from langchain_core.messages import (
 from langchain_context_governance import ContextGovernor
 from langchain_context_governance.state.conversation import Conversations, ConversationState
 from langchain_context_governance.state.repair_stream import RepairStream
-from tests.builders import ai_calls, call, result, tool_loop
+from tests.builders import ai_calls, block_texts, call, result, tool_loop
 
 
 def governor(**settings) -> ContextGovernor:
@@ -348,3 +348,31 @@ def test_a_reloaded_history_found_by_lookup_is_compared_by_key_once(
             shared.govern(copy).messages
             == governor(high_watermark=0.5, low_watermark=0.2).govern(history).messages
         )
+
+
+def test_after_a_cut_the_state_keeps_no_user_words_of_a_dropped_history() -> None:
+    """The latest user message pinned across a cut is joined with the note (separate
+    blocks); the joined turn is kept between calls only while the history lives, so what
+    a conversation keeps does not grow with the size of its user messages."""
+    shared = governor(context_window_tokens=60_000, max_output_tokens=1_000, keep_recent=1_000)
+    shared.govern(tool_loop(3), thread_id="warm-up")
+
+    def retained_by(thread_id: str, size: int) -> int:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            users = [HumanMessage("a" * size), AIMessage("ok"), HumanMessage("b" * size)]
+            history = [*tool_loop(2), *users, *tool_loop(80, size=3_000)[2:]]
+            result = shared.govern(history, thread_id=thread_id)
+            assert result.report.cut, "no cut"
+            assert any("b" * size in block_texts(m) for m in result.messages), "not pinned"
+            del history, result, users
+            gc.collect()
+            return tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+
+    small = retained_by("small", 10)
+    large = retained_by("large", 50_000)
+    assert large - small < 4 * 1024, (small, large)

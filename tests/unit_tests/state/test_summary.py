@@ -1,6 +1,7 @@
 """summary_model: one model call per cut, the summary in the note, failures fall back."""
 
 import asyncio
+import itertools
 import logging
 import threading
 import time
@@ -217,3 +218,23 @@ def test_the_default_summary_prompt_is_exported() -> None:
     import langchain_context_governance
 
     assert langchain_context_governance.DEFAULT_SUMMARY_PROMPT == DEFAULT_SUMMARY_PROMPT
+
+
+def test_every_summary_made_is_sent_when_excluded_results_vary_in_size() -> None:
+    """Results of excluded tools left out beside a large current turn come back within
+    the room a cut leaves, not up to the budget: otherwise the next call gives them up
+    again and cuts on every call (a summary model asked at every cut)."""
+    made = itertools.count()
+    model = ScriptedChatModel(lambda request: AIMessage(f"SUMMARY-{next(made)}"))
+    shared = governor(model)
+    history = tool_loop(2)
+    sent: set[str] = set()
+    for n in range(60):
+        size = 2_400 if n % 2 else 100
+        history = [*history, ai_calls(call(f"g{n}")), result(f"g{n}", "z" * size)]
+        request = shared.govern(history, thread_id="t").messages
+        sent.update(word for m in request for word in m.text.split() if "SUMMARY-" in word)
+    # Each cut leaves the room between the watermarks, a few calls' growth here: no cut
+    # follows another on every call or every other call.
+    assert 2 <= len(model.requests) <= 60 // 3
+    assert len(model.requests) == len(sent)
