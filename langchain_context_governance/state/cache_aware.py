@@ -423,7 +423,7 @@ class CacheAwareReplay:
         self._max_tokens = max_tokens
         self._shared_calibration = shared_calibration
         self._last_request: array[int] | None = None
-        self._joined = _JoinedTurns()
+        self._joined: MadeMessages[tuple[BaseMessage, int, int]] = MadeMessages(limit=_JOINED_KEPT)
         self._notes: dict[
             tuple[int, str | None, tuple[KeyedValues, ...], bool], tuple[BaseMessage, int, int]
         ] = {}
@@ -435,9 +435,9 @@ class CacheAwareReplay:
         self._known = 0
         self._replay = _Replay()
         self._decisions = _Decisions()
-        self._task_copies = MadeMessages()
-        self._compacted_copies = MadeMessages()
-        self._words_copies = MadeMessages()
+        self._task_copies: MadeMessages[BaseMessage] = MadeMessages()
+        self._compacted_copies: MadeMessages[BaseMessage] = MadeMessages()
+        self._words_copies: MadeMessages[BaseMessage] = MadeMessages()
         self._front: _Front | None = None
         self._body: _Body | None = None
 
@@ -853,7 +853,7 @@ class CacheAwareReplay:
         messages, the task, the current turn).
 
         Where one kept so far no longer fits, they give way in one step, down to what
-        leaves the rest of the history the low watermark's share of the room, so that the
+        leaves the history the room between the watermarks (`_excluded_limit`), so that the
         next calls do not each give up one (a history of excluded results only would be cut
         on every call). The cost of the newest one left out is kept (`readmit_tokens`): a
         later call where it fits that way (the current turn moved on) takes it back, within
@@ -879,11 +879,13 @@ class CacheAwareReplay:
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
     ) -> int:
         """What the request may take with the results of excluded tools, where they give
-        way or come back: the budget less the low watermark's share of the room the higher
-        classes leave, so that the rest of the history has that room."""
+        way or come back: the budget less the share of the room the higher classes leave
+        that lies between the watermarks, so that the history has the room a cut leaves to
+        grow in (kept up to the budget, they would give way again on the next call: a cut
+        on every call of a tool loop whose results are all excluded)."""
         _, room = self._room(history, decisions, end=end)
         room += decisions.kept_excluded_tokens
-        return self._max_tokens - int(room * self._low_share)
+        return self._max_tokens - int(room * (self._high_share - self._low_share))
 
     def _excluded_groups_newest_first(
         self, history: Sequence[BaseMessage], decisions: _Decisions
@@ -1344,7 +1346,7 @@ class CacheAwareReplay:
                 continue
             run = output[position:stop]
             key = tuple(prints[position:stop])
-            joined = self._joined.get(key, run)
+            joined = self._joined.get(key, range(position, stop), output)
             if joined is None:
                 parts = [user_parts(message) for message in run]
                 template = run[0]
@@ -1355,50 +1357,12 @@ class CacheAwareReplay:
                     self._counter.count_message(message),
                     message_fingerprint(message),
                 )
-                self._joined.put(key, run, joined)
+                self._joined.put(key, range(position, stop), output, joined)
             output[position:stop] = [joined[0]]
             costs[position:stop] = [joined[1]]
             prints[position:stop] = [joined[2]]
             origins[position:stop] = [tuple(o for run in origins[position:stop] for o in run)]
             position += 1
-
-
-class _JoinedTurns:
-    """User turns joined after a cut, with their count and print, kept between calls
-    (the front changes only at the next cut) only while the messages they were joined
-    from live, and served only for those very objects: the state keeps no user's words
-    beyond the history that holds them."""
-
-    def __init__(self) -> None:
-        self._entries: dict[
-            tuple[int, ...],
-            tuple[tuple[weakref.ref[BaseMessage], ...], tuple[BaseMessage, int, int]],
-        ] = {}
-
-    def get(
-        self, key: tuple[int, ...], run: Sequence[BaseMessage]
-    ) -> tuple[BaseMessage, int, int] | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        refs, joined = entry
-        if len(refs) == len(run) and all(ref() is m for ref, m in zip(refs, run, strict=True)):
-            return joined
-        return None
-
-    def put(
-        self, key: tuple[int, ...], run: Sequence[BaseMessage], joined: tuple[BaseMessage, int, int]
-    ) -> None:
-        entries = self._entries
-
-        def forget(gone: weakref.ref[BaseMessage]) -> None:
-            entry = entries.get(key)
-            if entry is not None and any(ref is gone for ref in entry[0]):
-                del entries[key]
-
-        if len(entries) >= _JOINED_KEPT:
-            entries.clear()
-        entries[key] = (tuple(weakref.ref(message, forget) for message in run), joined)
 
 
 def _kept(decisions: _Decisions) -> tuple[_KeptGroup, ...]:

@@ -24,25 +24,30 @@ Example:
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from typing import Generic, TypeVar
 
 from langchain_core.messages import BaseMessage
 
 __all__ = ["MadeMessages"]
 
+Made = TypeVar("Made")
 
-class MadeMessages:
-    """Made messages by key, each with the messages (by index) it was made from."""
 
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[tuple[weakref.ref[BaseMessage], ...], BaseMessage]] = {}
+class MadeMessages(Generic[Made]):
+    """Made messages (or what a caller keeps with one) by key, each with the messages (by
+    index) it was made from; at most `limit` entries (all dropped when it is reached)."""
+
+    def __init__(self, *, limit: int | None = None) -> None:
+        self._limit = limit
+        self._entries: dict[Hashable, tuple[tuple[weakref.ref[BaseMessage], ...], Made]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def get(
-        self, key: int, indices: Sequence[int], messages: Sequence[BaseMessage]
-    ) -> BaseMessage | None:
+        self, key: Hashable, indices: Sequence[int], messages: Sequence[BaseMessage]
+    ) -> Made | None:
         """The message made under `key` from `messages[i] for i in indices`, if kept."""
         entry = self._entries.get(key)
         if entry is None:
@@ -56,10 +61,10 @@ class MadeMessages:
 
     def put(
         self,
-        key: int,
+        key: Hashable,
         indices: Sequence[int],
         messages: Sequence[BaseMessage],
-        made: BaseMessage,
+        made: Made,
     ) -> None:
         """Keep `made`, made from `messages[i] for i in indices`, while those live."""
         entries = self._entries
@@ -70,5 +75,7 @@ class MadeMessages:
             if entry is not None and any(ref is gone for ref in entry[0]):
                 del entries[key]
 
+        if self._limit is not None and len(entries) >= self._limit:
+            entries.clear()
         refs = tuple(weakref.ref(messages[index], forget) for index in indices)
         entries[key] = (refs, made)

@@ -243,7 +243,7 @@ class RepairStream:
         self._run_positions = array("q")
         self._run_sources = array("q")
         self._recipes: dict[int, Recipe] = {}
-        self._made = MadeMessages()
+        self._made: MadeMessages[BaseMessage] = MadeMessages()
         self._opened = False
         # Each call id declared in the final part, with the caller index of the group
         # that declared it first.

@@ -221,9 +221,9 @@ def test_the_default_summary_prompt_is_exported() -> None:
 
 
 def test_every_summary_made_is_sent_when_excluded_results_vary_in_size() -> None:
-    """Results of excluded tools left out beside a large current turn come back within
-    the room a cut leaves, not up to the budget: otherwise the next call gives them up
-    again and cuts on every call (a summary model asked at every cut)."""
+    """Results of excluded tools that give way (or come back) leave the history the room
+    between the watermarks, not just what the budget has left: otherwise the next call
+    gives them up again and cuts on every call (a summary model asked at every cut)."""
     made = itertools.count()
     model = ScriptedChatModel(lambda request: AIMessage(f"SUMMARY-{next(made)}"))
     shared = governor(model)
@@ -236,5 +236,5 @@ def test_every_summary_made_is_sent_when_excluded_results_vary_in_size() -> None
         sent.update(word for m in request for word in m.text.split() if "SUMMARY-" in word)
     # Each cut leaves the room between the watermarks, a few calls' growth here: no cut
     # follows another on every call or every other call.
-    assert 2 <= len(model.requests) <= 60 // 3
+    assert 2 <= len(model.requests) <= 60 // 5
     assert len(model.requests) == len(sent)
