@@ -276,12 +276,18 @@ def history_kind_targets(timings: Sequence[Timing], size: int) -> list[Target]:
             )
             ours = _steady_on(timings, governor, size, kind)
             theirs = _steady_on(timings, peer, size, kind)
-            if ours is None or theirs is None:
-                targets.append(Target(description, None, "not measured"))
-                continue
-            ratio = ours.median / theirs.median
-            targets.append(Target(description, ratio <= limit, f"ratio {ratio:.3g}"))
+            targets.append(_ratio_target(description, ours, theirs, limit))
     return targets
+
+
+def _ratio_target(
+    description: str, ours: Timing | None, theirs: Timing | None, limit: float
+) -> Target:
+    """Whether our median is at most `limit` times the peer's ("not measured" without one)."""
+    if ours is None or theirs is None:
+        return Target(description, None, "not measured")
+    ratio = ours.median / theirs.median
+    return Target(description, ratio <= limit, f"ratio {ratio:.3g}")
 
 
 def fitting_table(timings: Sequence[Timing]) -> str:
@@ -311,11 +317,7 @@ def fitting_targets(timings: Sequence[Timing]) -> list[Target]:
         description = (
             f"steady call on a {size}-message history that fits: {governor} <= {limit:g} x {peer}"
         )
-        if ours is None or theirs is None:
-            targets.append(Target(description, None, "not measured"))
-            continue
-        ratio = ours.median / theirs.median
-        targets.append(Target(description, ratio <= limit, f"ratio {ratio:.3g}"))
+        targets.append(_ratio_target(description, ours, theirs, limit))
     return targets
 
 
