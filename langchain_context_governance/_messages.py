@@ -89,12 +89,19 @@ def as_message_list(messages: Sequence[MessageLikeRepresentation]) -> list[BaseM
 def _with_readable_content(messages: list[BaseMessage]) -> list[BaseMessage]:
     """`messages`, with a `None` content as "" (on a copy); ValueError names any other
     content that is not a string or a list of strings and blocks."""
-    # The common path, every content text, builds no list: it is one pass over the
-    # whole history on every call.
-    if set(map(type, map(_CONTENT, messages))) <= {str}:
+    # The common paths (every content text, or text and lists of strings and dicts) are
+    # checked by the set of types, with no Python loop: one pass over the whole history
+    # on every call.
+    contents = list(map(_CONTENT, messages))
+    kinds = set(map(type, contents))
+    if kinds <= {str}:
         return messages
+    if kinds <= {str, list}:
+        lists = [content for content in contents if type(content) is list]
+        if set(map(type, itertools.chain.from_iterable(lists))) <= {str, dict}:
+            return messages
     repaired: list[BaseMessage] | None = None
-    for index, content in enumerate(map(_CONTENT, messages)):
+    for index, content in enumerate(contents):
         if isinstance(content, str):
             continue
         if content is None:
@@ -107,12 +114,12 @@ def _with_readable_content(messages: list[BaseMessage]) -> list[BaseMessage]:
                 f"got {type(content).__name__}"
             )
         elif not all(map(isinstance, content, itertools.repeat((str, dict)))):
-            kinds = {
+            names = {
                 type(block).__name__ for block in content if not isinstance(block, (str, dict))
             }
             raise ValueError(
                 f"message {index}: a content block must be a string or a dict, got "
-                + ", ".join(sorted(kinds))
+                + ", ".join(sorted(names))
             )
     return messages if repaired is None else repaired
 
