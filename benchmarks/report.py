@@ -465,22 +465,27 @@ def trajectory_table(results: Mapping[str, Sequence[TrajectoryResult]], *, basel
     for policy, per_trajectory in results.items():
         total = combine(per_trajectory)
         ratio, calls = like_for_like_cost_ratio(per_trajectory, results[baseline])
-        share = sum(total.original_share) / total.calls if total.calls else 0.0
-        rows.append(
-            [
-                policy,
-                f"{total.calls:,}",
-                str(total.rejected),
-                str(total.over_budget),
-                *fidelity_cells(total.fidelity),
-                f"{share:.0%}",
-                f"{total.hit_ratio:.1%}",
-                f"{total.priced_cost:,.0f}",
-                "-" if ratio is None else f"{ratio:.3f} ({calls:,})",
-                f"{1000 * total.seconds / max(total.calls, 1):.2f}",
-            ]
-        )
+        ratio_cell = "-" if ratio is None else f"{ratio:.3f} ({calls:,})"
+        rows.append(_replay_row(policy, total, ratio_cell))
     return markdown_table(header, rows)
+
+
+def _replay_row(policy: str, total: TrajectoryResult, ratio_cell: str | None = None) -> list[str]:
+    """A replay table's row: calls, legality, fidelity, share, hits, cost (and the cost
+    ratio, where given), time per call."""
+    share = sum(total.original_share) / total.calls if total.calls else 0.0
+    return [
+        policy,
+        f"{total.calls:,}",
+        str(total.rejected),
+        str(total.over_budget),
+        *fidelity_cells(total.fidelity),
+        f"{share:.0%}",
+        f"{total.hit_ratio:.1%}",
+        f"{total.priced_cost:,.0f}",
+        *([] if ratio_cell is None else [ratio_cell]),
+        f"{1000 * total.seconds / max(total.calls, 1):.2f}",
+    ]
 
 
 def trajectory_detail_table(results: Sequence[TrajectoryResult]) -> str:
@@ -545,21 +550,7 @@ def tool_heavy_table(results: Mapping[str, Sequence[TrajectoryResult]]) -> str:
     ]
     rows = []
     for policy, per_conversation in results.items():
-        total = combine(per_conversation)
-        share = sum(total.original_share) / total.calls if total.calls else 0.0
-        rows.append(
-            [
-                policy,
-                f"{total.calls:,}",
-                str(total.rejected),
-                str(total.over_budget),
-                *fidelity_cells(total.fidelity),
-                f"{share:.0%}",
-                f"{total.hit_ratio:.1%}",
-                f"{total.priced_cost:,.0f}",
-                f"{1000 * total.seconds / max(total.calls, 1):.2f}",
-            ]
-        )
+        rows.append(_replay_row(policy, combine(per_conversation)))
     return markdown_table(header, rows)
 
 
