@@ -5,6 +5,7 @@ Nothing here mutates a message: helpers either read one or build a new one.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import logging
@@ -33,6 +34,7 @@ _ID = operator.attrgetter("id")
 
 __all__ = [
     "as_message_list",
+    "call_key",
     "content_fingerprint",
     "content_text_length",
     "declared_tool_call_ids",
@@ -291,6 +293,18 @@ def content_fingerprint(message: BaseMessage) -> int:
 def message_fingerprint(message: BaseMessage) -> int:
     """`content_fingerprint` plus the message id: what tells two history entries apart."""
     return hash((content_fingerprint(message), message.id))
+
+
+def call_key(call_id: str) -> int:
+    """A tool call id as a number, the same in every process (a 64-bit BLAKE2b digest),
+    for state that a record carries: eight bytes whatever the id's length.
+
+    Example:
+        >>> call_key("call_1") == call_key("call_1") != call_key("call_2")
+        True
+    """
+    digest = hashlib.blake2b(call_id.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
 
 
 def message_key(message: BaseMessage) -> int:

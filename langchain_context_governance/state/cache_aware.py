@@ -44,8 +44,8 @@ from __future__ import annotations
 import bisect
 import weakref
 from array import array
-from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, overload
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -60,6 +60,7 @@ from langchain_context_governance._added import (
 )
 from langchain_context_governance._messages import (
     as_message_list,
+    call_key,
     content_text_length,
     declared_tool_call_ids,
     iter_declared_tool_calls,
@@ -87,7 +88,7 @@ from langchain_context_governance.passes.snip import (
     pinned_task_copy,
 )
 from langchain_context_governance.state.made import MadeMessages
-from langchain_context_governance.state.record import leading_equal
+from langchain_context_governance.state.record import PackedInts, leading_equal, unpack_ints
 from langchain_context_governance.tokens.calibration import (
     UNCALIBRATED,
     Calibration,
@@ -168,7 +169,8 @@ class _Replay:
     excluded: list[int] = field(default_factory=list)
     # Positions of the user's own messages (the current turn is the latest of them).
     users: list[int] = field(default_factory=list)
-    tool_names: dict[str, str] = field(default_factory=dict)
+    # Each call's tool name, by `call_key` of its id.
+    tool_names: dict[int, str] = field(default_factory=dict)
     # The conversation's first user message (the task), whether it is pinned as a copy
     # (cut to its share, or a stored note taken out of it: made again from the history's
     # message, never kept), and what pinning it costs.
@@ -179,9 +181,21 @@ class _Replay:
     task_tokens: int = 0
     # Tokens of the plain note, by the messages it counts and whether it is brief.
     note_tokens: dict[tuple[int, bool], int] = field(default_factory=dict)
+    # Fingerprints are salted per process, so a replay restored from a record knows none
+    # of those before this position: each is found (and kept) when first read.
+    prints_unknown_below: int = 0
+
+    def prints_between(self, history: Sequence[BaseMessage], start: int, stop: int) -> list[int]:
+        """The fingerprints of positions `start` to `stop`."""
+        prints = self.prints[start:stop].tolist()
+        for index in range(start, min(stop, self.prints_unknown_below)):
+            if prints[index - start] == 0:
+                prints[index - start] = self.prints[index] = message_fingerprint(history[index])
+        return prints
 
     def forget_from(self, index: int, tool_names: int) -> None:
         """Drop what was learned from position `index` on, and tool names past the first ones."""
+        self.prints_unknown_below = min(self.prints_unknown_below, index)
         del self.tokens[index:]
         del self.prints[index:]
         # Only compactable positions have a name and a compacted count: a call forgets
@@ -256,6 +270,14 @@ class _Decisions:
         if group.why == KEPT_EXCLUDED_TOOL:
             self.kept_excluded_tokens -= group.tokens
         self.kept_messages -= group.stop - group.start
+
+
+# The decisions that are numbers, flags or None (the others are converted one by one).
+_PLAIN_DECISIONS = tuple(
+    item.name
+    for item in fields(_Decisions)
+    if item.name not in ("kept_groups", "calibration", "note_values")
+)
 
 
 @dataclass
@@ -383,6 +405,100 @@ class _Origins(Sequence[tuple[int, ...]]):
         return (self._body_start + index - len(self._front),)
 
 
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a count, got {value!r}")
+    return value
+
+
+def _positions(text: Any) -> list[int]:
+    return list(map(_count, unpack_ints(text)))
+
+
+def _restored_replay(data: Mapping[str, Any]) -> _Replay:
+    tokens = unpack_ints(data["tokens"])
+    result_names, call_names = (
+        list(map(str, data["result_names"])),
+        list(map(str, data["call_names"])),
+    )
+    compactable = _positions(data["compactable"])
+    compactable_names = [result_names[index] for index in unpack_ints(data["compactable_names"])]
+    call_keys = unpack_ints(data["call_keys"])
+    tool_names = [call_names[index] for index in unpack_ints(data["tool_names"])]
+    task, task_fits, task_cut, task_copied, task_tokens = data["task"]
+    return _Replay(
+        tokens=tokens,
+        # Unknown here (salted per process): zeros, found when read.
+        prints=array("q", bytes(8 * len(tokens))),
+        prints_unknown_below=len(tokens),
+        system_indices=_positions(data["system_indices"]),
+        compactable=compactable,
+        compactable_names=dict(zip(compactable, compactable_names, strict=True)),
+        excluded=_positions(data["excluded"]),
+        users=_positions(data["users"]),
+        tool_names=dict(zip(call_keys, tool_names, strict=True)),
+        task=None if task is None else _count(task),
+        task_fits=bool(task_fits),
+        task_cut=bool(task_cut),
+        task_copied=bool(task_copied),
+        task_tokens=_count(task_tokens),
+    )
+
+
+def _restored_decisions(data: Mapping[str, Any]) -> _Decisions:
+    plain: dict[str, Any] = {}
+    for name in _PLAIN_DECISIONS:
+        value = data[name]
+        if value is not None and not isinstance(value, int):
+            raise ValueError(f"decision {name}: expected a number, got {value!r}")
+        plain[name] = value
+    return _Decisions(
+        **plain,
+        kept_groups=tuple(
+            _KeptGroup(_count(start), _count(stop), _count(tokens), str(why))
+            for start, stop, tokens, why in data["kept_groups"]
+        ),
+        calibration=Calibration.from_dict(data["calibration"]),
+        note_values=tuple(
+            (str(key), tuple(map(str, values))) for key, values in data["note_values"]
+        ),
+    )
+
+
+class _NameTable:
+    """Tool names numbered in the order they first come, so a record carries each once."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._numbers: dict[str, int] = {}
+
+    def index(self, name: str) -> int:
+        number = self._numbers.get(name)
+        if number is None:
+            number = self._numbers[name] = len(self.names)
+            self.names.append(name)
+        return number
+
+
+@dataclass
+class _ReplayColumns:
+    """The replay's columns as its snapshot packs them, packed as they grow, and the tool
+    names they number."""
+
+    # Each column numbers its names in the order they come in it, so that the same
+    # replay gives the same snapshot whatever calls it was made in.
+    result_names: _NameTable = field(default_factory=lambda: _NameTable())
+    call_names: _NameTable = field(default_factory=lambda: _NameTable())
+    tokens: PackedInts = field(default_factory=lambda: PackedInts("i"))
+    system_indices: PackedInts = field(default_factory=lambda: PackedInts("i"))
+    compactable: PackedInts = field(default_factory=lambda: PackedInts("i"))
+    compactable_names: PackedInts = field(default_factory=lambda: PackedInts("i"))
+    excluded: PackedInts = field(default_factory=lambda: PackedInts("i"))
+    users: PackedInts = field(default_factory=lambda: PackedInts("i"))
+    call_keys: PackedInts = field(default_factory=PackedInts)
+    tool_names: PackedInts = field(default_factory=lambda: PackedInts("i"))
+
+
 class CacheAwareReplay:
     """Replay state of one growing history under the cache-aware policy.
 
@@ -434,12 +550,70 @@ class CacheAwareReplay:
         """Forget the history: the next plan replays its history from the start."""
         self._known = 0
         self._replay = _Replay()
+        self._packed = _ReplayColumns()
         self._decisions = _Decisions()
         self._task_copies: MadeMessages[BaseMessage] = MadeMessages()
         self._compacted_copies: MadeMessages[BaseMessage] = MadeMessages()
         self._words_copies: MadeMessages[BaseMessage] = MadeMessages()
         self._front: _Front | None = None
         self._body: _Body | None = None
+
+    def snapshot(self) -> dict[str, Any]:
+        """The replay's decisions at its final positions as plain data a record carries
+        (positions, counts, call ids and tool names; no message, no fingerprint, which
+        every process salts anew): a replay on another worker continues from them with
+        `restore`, where the same messages are read."""
+        replay, decisions, packed = self._replay, self._decisions, self._packed
+        return {
+            "fixed": self._fixed,
+            "known": self._known,
+            "tokens": packed.tokens.pack(replay.tokens),
+            "system_indices": packed.system_indices.pack(replay.system_indices),
+            "compactable": packed.compactable.pack(replay.compactable),
+            # In the order of `compactable`, as they were learned.
+            "compactable_names": packed.compactable_names.pack(
+                replay.compactable_names.values(), packed.result_names.index
+            ),
+            "result_names": list(packed.result_names.names),
+            "excluded": packed.excluded.pack(replay.excluded),
+            "users": packed.users.pack(replay.users),
+            "call_keys": packed.call_keys.pack(replay.tool_names),
+            "tool_names": packed.tool_names.pack(
+                replay.tool_names.values(), packed.call_names.index
+            ),
+            "call_names": list(packed.call_names.names),
+            "task": [
+                replay.task,
+                replay.task_fits,
+                replay.task_cut,
+                replay.task_copied,
+                replay.task_tokens,
+            ],
+            "decisions": {
+                **{name: getattr(decisions, name) for name in _PLAIN_DECISIONS},
+                "kept_groups": [[g.start, g.stop, g.tokens, g.why] for g in decisions.kept_groups],
+                "calibration": decisions.calibration.to_dict(),
+                "note_values": [[key, list(values)] for key, values in decisions.note_values],
+            },
+        }
+
+    def restore(self, data: Mapping[str, Any]) -> bool:
+        """Continue from another replay's `snapshot` (the caller checked that the history
+        is the one it was made of); False, and started over, where `data` cannot be read."""
+        self.start_over()
+        try:
+            self._replay, self._decisions = (
+                _restored_replay(data),
+                _restored_decisions(data["decisions"]),
+            )
+            self._known = _count(data["known"])
+            if len(self._replay.tokens) != self._known:
+                raise ValueError("the counts do not match the positions read")
+            self._fixed = _count(data["fixed"])
+        except (KeyError, TypeError, ValueError, AttributeError):
+            self.start_over()
+            return False
+        return True
 
     def plan(
         self,
@@ -493,6 +667,11 @@ class CacheAwareReplay:
         return plan
 
     @property
+    def fixed_tokens(self) -> int:
+        """The fixed tokens of the calls this replay plans (see `plan`)."""
+        return self._fixed
+
+    @property
     def previous_request(self) -> array[int] | None:
         """Fingerprints of the previous request, for the prefix report (None before one)."""
         return self._last_request
@@ -507,7 +686,7 @@ class CacheAwareReplay:
             self._call(history, decisions, end=index, overflows=overflows_of(message))
             self._observe_reported_size(message, decisions)
             for call_id, name in iter_declared_tool_calls(message):
-                self._replay.tool_names.setdefault(call_id, name)
+                self._replay.tool_names.setdefault(call_key(call_id), name)
         tokens = self._counter.count_message(message)
         self._replay.tokens.append(tokens)
         self._replay.prints.append(message_fingerprint(message))
@@ -558,7 +737,7 @@ class CacheAwareReplay:
         return copy
 
     def _note_tool_result(self, message: ToolMessage, index: int) -> None:
-        name = message.name or self._replay.tool_names.get(message.tool_call_id, "")
+        name = message.name or self._replay.tool_names.get(call_key(message.tool_call_id), "")
         if name in self._compaction.exclude_tools:
             self._replay.excluded.append(index)
             return
@@ -1157,7 +1336,7 @@ class CacheAwareReplay:
         sent = _Sent(
             messages=history[start:stop] if messages else [],  # type: ignore[arg-type]
             costs=replay.tokens[start:stop].tolist(),
-            prints=replay.prints[start:stop].tolist(),
+            prints=replay.prints_between(history, start, stop),
         )
         compactable = replay.compactable
         first = bisect.bisect_left(compactable, start)
@@ -1253,13 +1432,16 @@ class CacheAwareReplay:
             sent.add(
                 self._compacted_copy(history, index),
                 self._compacted_tokens(history, index),
-                self._replay.prints[index] ^ _COMPACTED,
+                self._replay.prints_between(history, index, index + 1)[0] ^ _COMPACTED,
                 (index,),
             )
             sent.compacted.append(index)
         else:
             sent.add(
-                history[index], self._replay.tokens[index], self._replay.prints[index], (index,)
+                history[index],
+                self._replay.tokens[index],
+                self._replay.prints_between(history, index, index + 1)[0],
+                (index,),
             )
 
     def _with_cut_note(

@@ -172,6 +172,7 @@ class ConversationState:
             return
         if not self.repairs.continued_by(messages):
             self.start_over()
+            self._resume(record.resume, messages)
         self.summary = record.summary
         self.previous_request = (
             None if record.previous_request is None else PreviousRequest(record.previous_request)
@@ -180,9 +181,26 @@ class ConversationState:
         self.calibration = record.calibration
         self.serial = record.serial
 
+    def _resume(self, data: Mapping[str, Any] | None, messages: Sequence[BaseMessage]) -> None:
+        """Take up the decisions another worker's state made on `messages`' history (its
+        record's `resume`), so that this call reads only what is new; where they cannot
+        be used, the history is read from the start, to the same decisions."""
+        if not data:
+            return
+        stream, replay = data.get("stream"), data.get("replay")
+        if not isinstance(stream, Mapping) or not self.repairs.restore(stream, messages):
+            return
+        if isinstance(replay, Mapping) and self.new_replay is not None:
+            restored = self.new_replay()
+            if restored.restore(replay):
+                self._replays[restored.fixed_tokens] = restored
+
     def to_record(self, *, settings: str, history: Sequence[BaseMessage]) -> GovernanceRecord:
         """The record of this state after a call on `history`, under `settings`."""
         previous = self.previous_request
+        resume: dict[str, Any] = {"stream": self.repairs.snapshot()}
+        if self._replays:
+            resume["replay"] = next(reversed(self._replays.values())).snapshot()
         record = GovernanceRecord(
             settings=settings,
             history=HistoryMark.of(history),
@@ -190,6 +208,7 @@ class ConversationState:
             previous_request=None if previous is None else previous.digests,
             over_budget_warned=self.over_budget_warned,
             calibration=self.calibration,
+            resume=resume,
         )
         self.serial = record.serial
         return record

@@ -13,14 +13,19 @@ travels with the thread:
 - `over_budget_warned`: the over-budget warning is logged once per conversation;
 - `history`: how many messages the record was written for and a digest of the last
   one, so a record is used only for the history it continues;
-- `calibration`: the token counter's calibration (kept as given, see tokens/).
+- `calibration`: the token counter's calibration (kept as given, see tokens/);
+- `resume`: what the repair stream and the compaction replay decided, as positions,
+  counts, call ids and tool names (`RepairStream.snapshot`, `CacheAwareReplay.snapshot`),
+  so a worker that never saw the thread continues from them at the cost of what is new
+  instead of replaying the history (a rebuild gives the same decisions, at the cost of
+  the whole history).
 
-It holds no message and no copy of message content: counts, positions and digests, and
-the summary text. It is plain data (`to_dict`), so a LangGraph checkpointer stores it as
-a value of the graph state (`RECORD_KEY`), and a `BaseStore` as an item. A record of
-another `RECORD_VERSION` or made under other settings (`settings_digest`) is never read:
-`GovernanceRecord.from_dict` says why it cannot be used, and the state is rebuilt from
-the history as on first contact.
+It holds no message and no copy of message content: counts, positions, digests, call
+ids and tool names, and the summary text. It is plain data (`to_dict`), so a LangGraph
+checkpointer stores it as a value of the graph state (`RECORD_KEY`), and a `BaseStore` as
+an item. A record of another `RECORD_VERSION` or made under other settings
+(`settings_digest`) is never read: `GovernanceRecord.from_dict` says why it cannot be
+used, and the state is rebuilt from the history as on first contact.
 
 Digests here are process-independent (BLAKE2b), unlike Python's `hash`, which every
 process salts anew: a record written by one worker is read by another.
@@ -35,7 +40,7 @@ Example:
     >>> GovernanceRecord.from_dict({**data, "version": 0}, settings="s1")
     Traceback (most recent call last):
     ...
-    langchain_context_governance.state.record.UnusableRecord: record version 0, expected 1
+    langchain_context_governance.state.record.UnusableRecord: record version 0, expected 2
     >>> record.history.continued_by([*history, HumanMessage("more")])
     True
 """
@@ -46,34 +51,43 @@ import base64
 import functools
 import hashlib
 import json
+import operator
+import sys
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+_ID = operator.attrgetter("id")
+_CONTENT = operator.attrgetter("content")
 
 __all__ = [
     "RECORD_KEY",
     "RECORD_VERSION",
     "GovernanceRecord",
+    "HistoryDigest",
     "HistoryMark",
+    "PackedInts",
     "PreviousRequest",
     "SummaryRecord",
     "UnusableRecord",
     "leading_equal",
+    "pack_ints",
     "request_digests",
     "settings_digest",
     "stable_digest",
+    "unpack_ints",
 ]
 
 RECORD_KEY = "context_governance"
 """The graph-state key (and store namespace) the record is kept under."""
 
 # Raised whenever the record's layout or meaning changes; a record of another version is
-# ignored and the state rebuilt from the history. A later version adds sections (the
-# repair and window decisions) without changing these.
-RECORD_VERSION = 1
+# ignored and the state rebuilt from the history. 2: the `resume` section.
+RECORD_VERSION = 2
 # Bytes of a request message's digest in the record: the prefix report compares them,
 # and a false match costs a wrong report figure once in four billion comparisons.
 _REQUEST_DIGEST_BYTES = 4
@@ -117,6 +131,126 @@ def _digest(value: Any, size: int) -> int:
     # ensure_ascii: a lone surrogate is escaped, never an encoding error.
     text = json.dumps(value, sort_keys=True, ensure_ascii=True, default=str)
     return int.from_bytes(hashlib.blake2b(text.encode("ascii"), digest_size=size).digest(), "big")
+
+
+class HistoryDigest:
+    """A process-independent digest of a history as `_messages.message_key` tells its
+    messages apart (each message's id, class and content length; everything sent where it
+    has no id), grown as the history grows: taking in a history at once or call by call
+    gives the same digest.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> a, b = HumanMessage("a", id="1"), HumanMessage("bc", id="2")
+        >>> def digest(*batches):
+        ...     grown = HistoryDigest()
+        ...     for batch in batches:
+        ...         grown.add(batch)
+        ...     return grown.hexdigest()
+        >>> digest([a], [b]) == digest([a, b])
+        True
+        >>> digest([a]) == digest([HumanMessage("x", id="1")])  # same id, class and length
+        True
+        >>> digest([a]) == digest([b])
+        False
+    """
+
+    def __init__(self) -> None:
+        self._ids = hashlib.blake2b(digest_size=16)
+        self._classes = hashlib.blake2b(digest_size=16)
+        self._lengths = hashlib.blake2b(digest_size=16)
+
+    def add(self, messages: list[BaseMessage]) -> HistoryDigest:
+        """Take in `messages`, after those taken in before; returns itself."""
+        if not messages:
+            return self
+        ids = list(map(_ID, messages))
+        if not all(isinstance(message_id, str) and message_id for message_id in ids):
+            ids = list(map(_identity, messages))
+        classes = list(map(type, messages))
+        names = {cls: cls.__name__ for cls in set(classes)}
+        # Each id and class name ends with a separator, whatever the batch it came in.
+        self._ids.update(("\x1e".join(ids) + "\x1e").encode("utf-8", "surrogatepass"))
+        self._classes.update(("\x1e".join(map(names.__getitem__, classes)) + "\x1e").encode())
+        self._lengths.update(_little_endian(array("q", map(len, map(_CONTENT, messages)))))
+        return self
+
+    def hexdigest(self) -> str:
+        parts = (self._ids, self._classes, self._lengths)
+        combined = hashlib.blake2b(b"".join(part.digest() for part in parts), digest_size=16)
+        return combined.hexdigest()
+
+
+def _identity(message: BaseMessage) -> str:
+    """A message's id, or for one without an id a digest of everything sent."""
+    if message.id and isinstance(message.id, str):
+        return message.id
+    return f"\x00{stable_digest(message):x}"
+
+
+def _little_endian(values: array[int]) -> bytes:
+    if sys.byteorder != "little":
+        values = array(values.typecode, values)
+        values.byteswap()
+    return values.tobytes()
+
+
+def pack_ints(values: Iterable[int], typecode: str = "q") -> str:
+    """Integers as text a record carries: base64 of little-endian integers of `typecode`
+    ("i": 4 bytes, "q": 8), after its letter; 8 bytes where a value does not fit in 4.
+
+    Example:
+        >>> pack_ints([3, -1, 70_000], "i")
+        'i:AwAAAP////9wEQEA'
+        >>> unpack_ints(pack_ints([3, -1, 70_000], "i")).tolist()
+        [3, -1, 70000]
+    """
+    return PackedInts(typecode).pack(values if isinstance(values, Collection) else list(values))
+
+
+class PackedInts:
+    """A column of integers that only grows, packed as `pack_ints` packs it at the cost of
+    what was added since the last `pack`: a record written on every call costs the new
+    positions, not the history. A column that shrank since is packed anew."""
+
+    def __init__(self, typecode: str = "q") -> None:
+        if typecode not in ("i", "q"):
+            raise ValueError(f"typecode must be 'i' or 'q', got {typecode!r}")
+        self._wanted = self._typecode = typecode
+        self._count = 0
+        self._packed = bytearray()
+
+    def pack(self, values: Collection[Any], number: Callable[[Any], int] | None = None) -> str:
+        """`values` (the column now: what it held at the last call, and more) packed,
+        each as `number(value)` where given (it must number a value the same way on
+        every call)."""
+        if len(values) < self._count:
+            self._typecode, self._count, self._packed = self._wanted, 0, bytearray()
+        if isinstance(values, array):
+            new: Iterable[Any] = values[self._count :]
+        else:
+            new = islice(values, self._count, None)
+        if number is not None:
+            new = map(number, new)
+        try:
+            self._packed += _little_endian(array(self._typecode, new))
+        except OverflowError:
+            self._typecode, self._count, self._packed = "q", 0, bytearray()
+            return self.pack(values, number)
+        self._count = len(values)
+        return f"{self._typecode}:{base64.b64encode(self._packed).decode('ascii')}"
+
+
+def unpack_ints(text: Any) -> array[int]:
+    """The integers `pack_ints` wrote, as 8-byte integers; a ValueError where `text` is
+    not such data."""
+    if not isinstance(text, str) or text[:2] not in ("i:", "q:"):
+        raise ValueError(f"expected packed integers, got {text!r:.40}")
+    narrow = array(text[0])
+    narrow.frombytes(base64.b64decode(text[2:], validate=True))
+    if sys.byteorder != "little":
+        narrow.byteswap()
+    return narrow if narrow.typecode == "q" else array("q", narrow)
 
 
 def settings_digest(settings: Mapping[str, Any]) -> str:
@@ -270,17 +404,22 @@ class GovernanceRecord:
     previous_request: bytes | None = None
     over_budget_warned: bool = False
     calibration: Mapping[str, Any] | None = None
+    resume: Mapping[str, Any] | None = None
     version: int = RECORD_VERSION
 
     @functools.cached_property
     def serial(self) -> str:
-        """A digest of the record's content."""
+        """A digest of the record's content.
+
+        `resume` is left out: it is what the history and the settings decide, and the
+        history is in the content (`history`), so hashing it would cost the history again.
+        """
         content = json.dumps(self._content(), sort_keys=True, ensure_ascii=True)
         return hashlib.blake2b(content.encode("ascii"), digest_size=8).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as JSON- and msgpack-safe data (str, int, bool, None, dict)."""
-        return {**self._content(), "serial": self.serial}
+        """The record as JSON- and msgpack-safe data (str, int, bool, None, list, dict)."""
+        return {**self._content(), "resume": self.resume, "serial": self.serial}
 
     def _content(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -337,6 +476,7 @@ class GovernanceRecord:
                 previous_request=None if previous is None else _unpack(previous),
                 over_budget_warned=bool(data.get("over_budget_warned", False)),
                 calibration=None if calibration is None else dict(calibration),
+                resume=_optional_mapping(data.get("resume")),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise UnusableRecord(f"the record cannot be read: {error!r}") from error
@@ -353,6 +493,12 @@ def _unhex(value: Any) -> int | None:
 def _int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"expected a count, got {value!r}")
+    return value
+
+
+def _optional_mapping(value: Any) -> Mapping[str, Any] | None:
+    if value is not None and not isinstance(value, Mapping):
+        raise ValueError(f"expected a mapping, got {type(value).__name__}")
     return value
 
 

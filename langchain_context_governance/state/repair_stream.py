@@ -46,16 +46,21 @@ from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_context_governance._added import synthetic_user_turn
-from langchain_context_governance._messages import iter_declared_tool_calls, message_keys
+from langchain_context_governance._messages import (
+    call_key,
+    iter_declared_tool_calls,
+    message_keys,
+)
 from langchain_context_governance.passes._names import ALTERNATION as ALTERNATION_PASS_NAME
 from langchain_context_governance.passes._names import PROVIDER_RULES as BRIDGE_PASS_NAME
 from langchain_context_governance.passes.alternation import can_merge_turns, merge_turns
 from langchain_context_governance.state.made import MadeMessages
+from langchain_context_governance.state.record import HistoryDigest, PackedInts, unpack_ints
 
 # A group's repair: its messages (a head and the tool results after it) and whether a call
 # id was declared before the group, to the repaired messages and the changes by pass.
@@ -179,6 +184,16 @@ class RepairedHistory(Sequence[BaseMessage]):
 
 
 @dataclass
+class _StreamColumns:
+    """The stream's columns as its snapshot packs them, packed as they grow."""
+
+    run_positions: PackedInts = field(default_factory=lambda: PackedInts("i"))
+    run_sources: PackedInts = field(default_factory=lambda: PackedInts("i"))
+    declared: PackedInts = field(default_factory=PackedInts)
+    declared_at: PackedInts = field(default_factory=lambda: PackedInts("i"))
+
+
+@dataclass
 class _Pending:
     """Repaired messages not yet final, with the caller's index of each (or `_MADE` and
     the recipe that makes it again)."""
@@ -235,7 +250,9 @@ class RepairStream:
         # The remembered objects replaced those of the call before (a reloaded history),
         # and no call has read them yet.
         self._reloaded = False
-        self._keys = array("q")
+        # Keys of the messages read (`message_key`), or None where they were taken from a
+        # record (`restore`): the history's digest stands for them until next needed.
+        self._keys: array[int] | None = array("q")
         self._sources = array("q")
         # The final part as runs: each starts at a position with its source, and a run
         # of the caller's messages goes on with consecutive sources (a made message is a
@@ -245,11 +262,75 @@ class RepairStream:
         self._recipes: dict[int, Recipe] = {}
         self._made: MadeMessages[BaseMessage] = MadeMessages()
         self._opened = False
-        # Each call id declared in the final part, with the caller index of the group
-        # that declared it first.
-        self._declared: dict[str, int] = {}
+        # Each call id declared in the final part (by `call_key`), with the caller index of
+        # the group that declared it first.
+        self._declared: dict[int, int] = {}
         self._read_tokens = 0
         self._changes: dict[str, int] = {}
+        self._digest = HistoryDigest()
+        self._packed = _StreamColumns()
+
+    def snapshot(self) -> dict[str, Any]:
+        """The decisions on the final part as plain data a record carries (positions,
+        recipes, the call ids declared, a digest of what was read; no message): a stream
+        on another worker continues from them with `restore`."""
+        return {
+            "read": self._read,
+            "digest": self._digest.hexdigest(),
+            "read_tokens": self._read_tokens,
+            "opened": self._opened,
+            "changes": dict(self._changes),
+            "final": len(self._sources),
+            "run_positions": self._packed.run_positions.pack(self._run_positions),
+            "run_sources": self._packed.run_sources.pack(self._run_sources),
+            "recipes": [[position, recipe] for position, recipe in self._recipes.items()],
+            "declared": self._packed.declared.pack(self._declared),
+            "declared_at": self._packed.declared_at.pack(self._declared.values()),
+        }
+
+    def restore(self, data: Mapping[str, Any], messages: Sequence[BaseMessage]) -> bool:
+        """Continue from another stream's `snapshot`, where `messages` begins with the
+        history it read (by `HistoryDigest`); False, and started over, where not or where
+        `data` cannot be read."""
+        self.start_over()
+        try:
+            read = _count(data["read"])
+            if read > len(messages):
+                return False
+            history = list(islice(messages, read))
+            digest = HistoryDigest().add(history)
+            if digest.hexdigest() != data["digest"]:
+                return False
+            declared, declared_at = unpack_ints(data["declared"]), unpack_ints(data["declared_at"])
+            self._run_positions = unpack_ints(data["run_positions"])
+            self._run_sources = unpack_ints(data["run_sources"])
+            self._sources = _sources_of_runs(
+                self._run_positions, self._run_sources, _count(data["final"]), read=read
+            )
+            self._recipes = {_count(p): _recipe(recipe) for p, recipe in data["recipes"]}
+            if any(
+                position >= len(self._sources)
+                or self._sources[position] != _MADE
+                or max(_indices_of(recipe), default=0) >= read
+                for position, recipe in self._recipes.items()
+            ):
+                raise ValueError("a recipe is not of a made message of the messages read")
+            if self._sources.count(_MADE) != len(self._recipes):
+                raise ValueError("a made message has no recipe")
+            self._declared = dict(zip(declared, declared_at, strict=True))
+            self._changes = {str(name): _count(count) for name, count in data["changes"].items()}
+            self._read_tokens = _count(data["read_tokens"])
+            self._opened = bool(data["opened"])
+        except (KeyError, TypeError, ValueError, AttributeError):
+            self.start_over()
+            return False
+        self._read = read
+        self._digest = digest
+        self._refs = list(map(weakref.ref, history))
+        self._keys = None
+        # What was made of the messages read is made again from these.
+        self._reloaded = True
+        return True
 
     def read(self, messages: Sequence[BaseMessage]) -> StreamRead:
         """The repaired history of `messages`; its first `final` messages never change."""
@@ -322,7 +403,12 @@ class RepairStream:
         if all(map(operator.is_, map(_dereference, self._refs), islice(messages, known))):
             return "reloaded" if reloaded else "same objects"
         read = list(islice(messages, known))
-        if message_keys(read) != self._keys:
+        if self._keys is None:
+            # Restored from a record: compared by the digest the record was checked by.
+            if HistoryDigest().add(read).hexdigest() != self._digest.hexdigest():
+                return None
+            self._keys = message_keys(read)
+        elif message_keys(read) != self._keys:
             return None
         self._refs = list(map(weakref.ref, read))
         return "reloaded"
@@ -330,7 +416,7 @@ class RepairStream:
     def _declared_before(self, start: int) -> Callable[[str], bool]:
         """Whether a call id was declared by a final group before caller index `start`."""
         declared = self._declared
-        return lambda call_id: declared.get(call_id, start) < start
+        return lambda call_id: declared.get(call_key(call_id), start) < start
 
     def _read_groups(self, messages: Sequence[BaseMessage]) -> _Pending:
         """Repair the groups from `_read` on; make final those the next group cannot touch."""
@@ -340,7 +426,7 @@ class RepairStream:
         declared_final = self._declared
 
         def declared_before(call_id: str) -> bool:
-            return call_id in declared_final or call_id in declared_in_pending
+            return call_id in declared_in_pending or call_key(call_id) in declared_final
 
         for start, stop in _groups(messages, self._read):
             repaired, changes = self._repair_group(list(messages[start:stop]), declared_before)
@@ -418,7 +504,7 @@ class RepairStream:
             if not isinstance(message, SystemMessage):
                 self._opened = True
         for call_id, group_start in pending.declared:
-            self._declared.setdefault(call_id, group_start)
+            self._declared.setdefault(call_key(call_id), group_start)
         for name, count in pending.changes.items():
             self._changes[name] = self._changes.get(name, 0) + count
         self._remember_read(messages, read_up_to)
@@ -465,7 +551,9 @@ class RepairStream:
             return
         read = list(islice(messages, self._read, up_to))
         self._refs.extend(map(weakref.ref, read))
-        self._keys.extend(message_keys(read))
+        if self._keys is not None:
+            self._keys.extend(message_keys(read))
+        self._digest.add(read)
         self._read_tokens += sum(map(self._count_message, read))
         self._read = up_to
 
@@ -526,6 +614,48 @@ class RepairStream:
     ) -> BaseMessage:
         source = self._sources[position]
         return self._made_at(position, messages, groups) if source == _MADE else messages[source]
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a count, got {value!r}")
+    return value
+
+
+def _sources_of_runs(
+    positions: array[int], sources: array[int], final: int, *, read: int
+) -> array[int]:
+    """The source of each final position, from the runs they make (see `start_over`):
+    caller indices in their order, each below `read`, or made messages."""
+    if len(positions) != len(sources) or (positions and positions[0] != 0):
+        raise ValueError("the runs do not cover the final positions")
+    expanded = array("q")
+    after = 0
+    for run, (start, source) in enumerate(zip(positions, sources, strict=True)):
+        stop = positions[run + 1] if run + 1 < len(positions) else final
+        if stop <= start:
+            raise ValueError("the runs do not cover the final positions")
+        if source == _MADE:
+            expanded.extend(array("q", [_MADE]) * (stop - start))
+            continue
+        if source < after or source + stop - start > read:
+            raise ValueError("the runs' sources are not the messages read, in order")
+        expanded.extend(array("q", range(source, source + stop - start)))
+        after = source + stop - start
+    if len(expanded) != final:
+        raise ValueError("the runs do not cover the final positions")
+    return expanded
+
+
+def _recipe(data: Any) -> Recipe:
+    """A recipe as `snapshot` wrote it (JSON makes its tuples lists)."""
+    if data[0] == _MERGED:
+        parts = tuple(part if isinstance(part, int) else _recipe(part) for part in data[1])
+        return (_MERGED, parts)
+    kind, start, stop, k = data
+    if kind not in (_GROUP_OUTPUT, _USER_TURN, _BRIDGE):
+        raise ValueError(f"unknown recipe kind {kind!r}")
+    return (kind, _count(start), _count(stop), _count(k))
 
 
 def _merged(

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import (
@@ -26,6 +27,8 @@ from langchain_core.messages import (
 )
 
 from langchain_context_governance import ContextGovernor
+from langchain_context_governance.state.cache_aware import CacheAwareReplay
+from langchain_context_governance.state.repair_stream import RepairStream, _groups
 from langchain_context_governance.testing import ScriptedChatModel
 from tests.builders import ai_calls, call, result
 from tests.strategies import histories
@@ -138,3 +141,77 @@ def test_a_history_edited_in_place_is_governed_as_a_fresh_replay_governs_it() ->
     continued = make().govern(reloaded(edited), thread_id="t", record=outcome.record)
     assert outcome.report.tokens_after < outcome.report.tokens_before
     assert dumps(continued.messages) == dumps(make().govern(reloaded(edited)).messages)
+
+
+def agent_run(iterations: int) -> list[BaseMessage]:
+    history: list[BaseMessage] = [SystemMessage("agent", id="s"), HumanMessage("fix it", id="u")]
+    for n in range(iterations):
+        history += [
+            ai_calls(call(f"c{n}", "read_file")).model_copy(update={"id": f"a{n}"}),
+            result(f"c{n}", f"line {n}\n" * 120, "read_file").model_copy(update={"id": f"t{n}"}),
+        ]
+    return history
+
+
+def test_a_worker_given_the_record_reads_only_what_is_new(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The record carries the repairs' and the replay's decisions: a worker that never saw
+    the thread repairs and replays the messages added since, not the history; without
+    the record it reads the whole history."""
+    make = governor_maker("openai", 8_000, exclude=False, summary=False)
+    history = agent_run(200)
+    outcome = make().govern(history, thread_id="t")
+    assert outcome.report.cut
+    history = [*history, *agent_run(203)[-6:]]
+    repaired, replayed = count_calls(monkeypatch)
+
+    continued = make().govern(reloaded(history), thread_id="t", record=outcome.record)
+    # The three new groups, and the one the previous call left pending (the next message
+    # could still have joined it), with their messages.
+    assert (len(repaired), len(replayed)) == (4, 8)
+    repaired.clear()
+    replayed.clear()
+    first_contact = make().govern(reloaded(history), thread_id="t")
+    assert len(replayed) == len(history) and len(repaired) > 200
+    assert dumps(continued.messages) == dumps(first_contact.messages)
+
+
+def test_a_record_that_cannot_be_read_is_rebuilt_from_the_history() -> None:
+    make = governor_maker("openai", 8_000, exclude=False, summary=False)
+    history = agent_run(120)
+    outcome = make().govern(history, thread_id="t")
+    assert outcome.record is not None
+    expected = dumps(make().govern(reloaded(history), thread_id="t").messages)
+    resume = outcome.record["resume"]
+    for damaged in (
+        {**resume, "stream": {**resume["stream"], "run_positions": "q:not base64!"}},
+        {**resume, "stream": {**resume["stream"], "final": 10**6}},
+        {**resume, "stream": {**resume["stream"], "recipes": [[0, [9, 0, 1, 0]]]}},
+        {**resume, "replay": {**resume["replay"], "tokens": "i:AAAA"}},
+        {**resume, "replay": {**resume["replay"], "decisions": {"cut": "x"}}},
+        {"stream": "nonsense"},
+    ):
+        record = {**outcome.record, "resume": damaged}
+        governed = make().govern(reloaded(history), thread_id="t", record=record)
+        assert dumps(governed.messages) == expected
+
+
+def count_calls(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
+    """The groups the repair stream repairs and the positions the replay reads, as calls go."""
+    repaired: list[int] = []
+    replayed: list[int] = []
+    read_groups = RepairStream._read_groups
+    add = CacheAwareReplay._add
+
+    def counted_groups(stream: RepairStream, messages: Sequence[BaseMessage]) -> Any:
+        repaired.extend(range(len(list(_groups(messages, stream._read)))))
+        return read_groups(stream, messages)
+
+    def counted_add(replay: CacheAwareReplay, history: Any, index: int, decisions: Any) -> None:
+        replayed.append(index)
+        add(replay, history, index, decisions)
+
+    monkeypatch.setattr(RepairStream, "_read_groups", counted_groups)
+    monkeypatch.setattr(CacheAwareReplay, "_add", counted_add)
+    return repaired, replayed
