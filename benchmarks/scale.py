@@ -562,7 +562,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "turns, each turn on the next worker"
         )
         text, fleet_targets = fleet_report(
-            run_fleet(conninfo, fleet, Path(workspace)), cold_versus_steady(fleet.lengths)
+            run_fleet(conninfo, fleet, Path(workspace)),
+            cold_versus_steady(fleet.lengths),
+            judge_timing=settings.judge_timing,
         )
         print(text)
         targets += fleet_targets

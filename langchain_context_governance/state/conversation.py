@@ -170,7 +170,9 @@ class ConversationState:
         """
         if record.serial == self.serial:
             return
-        if not self.repairs.continued_by(messages):
+        if not self.repairs.continued_by(messages) or self._record_read_more(record):
+            # Another worker served the thread since: its decisions cost less to take up
+            # than the messages it read since this state's call.
             self.start_over()
             self._resume(record.resume, messages)
         self.summary = record.summary
@@ -180,6 +182,11 @@ class ConversationState:
         self.over_budget_warned = record.over_budget_warned
         self.calibration = record.calibration
         self.serial = record.serial
+
+    def _record_read_more(self, record: GovernanceRecord) -> bool:
+        stream = (record.resume or {}).get("stream")
+        read = stream.get("read") if isinstance(stream, Mapping) else None
+        return isinstance(read, int) and read > self.repairs.read_count
 
     def _resume(self, data: Mapping[str, Any] | None, messages: Sequence[BaseMessage]) -> None:
         """Take up the decisions another worker's state made on `messages`' history (its

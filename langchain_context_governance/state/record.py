@@ -108,29 +108,30 @@ def stable_digest(message: BaseMessage) -> int:
         >>> stable_digest(HumanMessage("hi", id="a")) == stable_digest(HumanMessage("hi", id="b"))
         False
     """
-    return _digest(_message_key(message), _MESSAGE_DIGEST_BYTES)
+    return int.from_bytes(_stable_hash(message, _MESSAGE_DIGEST_BYTES).digest(), "big")
 
 
-def _message_key(message: BaseMessage) -> list[Any]:
-    calls: list[Any] = []
-    if isinstance(message, AIMessage):
-        calls = [message.tool_calls, message.invalid_tool_calls]
+def _stable_hash(message: BaseMessage, size: int) -> Any:
+    """BLAKE2b of what is sent of `message` and its id: its text read as it is, the
+    rest (tool calls, extra fields, content blocks) as JSON with sorted keys."""
     call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
-    return [
-        message.type,
-        message.id,
-        message.name,
-        call_id,
-        message.content,
-        calls,
-        message.additional_kwargs,
-    ]
+    head = f"{message.type}\x1f{message.id}\x1f{message.name}\x1f{call_id}\x1f"
+    digest = hashlib.blake2b(head.encode("utf-8", "surrogatepass"), digest_size=size)
+    content = message.content
+    if isinstance(content, str):
+        digest.update(b"text\x1f" + content.encode("utf-8", "surrogatepass"))
+    else:
+        digest.update(b"blocks\x1f" + _json(content))
+    if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+        digest.update(b"\x1ecalls" + _json([message.tool_calls, message.invalid_tool_calls]))
+    if message.additional_kwargs:
+        digest.update(b"\x1ekwargs" + _json(message.additional_kwargs))
+    return digest
 
 
-def _digest(value: Any, size: int) -> int:
+def _json(value: Any) -> bytes:
     # ensure_ascii: a lone surrogate is escaped, never an encoding error.
-    text = json.dumps(value, sort_keys=True, ensure_ascii=True, default=str)
-    return int.from_bytes(hashlib.blake2b(text.encode("ascii"), digest_size=size).digest(), "big")
+    return json.dumps(value, sort_keys=True, ensure_ascii=True, default=str).encode("ascii")
 
 
 class HistoryDigest:
@@ -211,34 +212,45 @@ def pack_ints(values: Iterable[int], typecode: str = "q") -> str:
 class PackedInts:
     """A column of integers that only grows, packed as `pack_ints` packs it at the cost of
     what was added since the last `pack`: a record written on every call costs the new
-    positions, not the history. A column that shrank since is packed anew."""
+    positions, not the history. A column that shrank since is packed anew.
+
+    What is kept is the text itself: the base64 of every whole three bytes so far (base64
+    turns three bytes into four characters, so text made of such groups only grows at its
+    end) and the one or two bytes after them.
+    """
+
+    __slots__ = ("_count", "_tail", "_text", "_typecode", "_wanted")
 
     def __init__(self, typecode: str = "q") -> None:
         if typecode not in ("i", "q"):
             raise ValueError(f"typecode must be 'i' or 'q', got {typecode!r}")
-        self._wanted = self._typecode = typecode
-        self._count = 0
-        self._packed = bytearray()
+        self._wanted = typecode
+        self._start_over(typecode)
+
+    def _start_over(self, typecode: str) -> None:
+        self._typecode, self._count, self._text, self._tail = typecode, 0, "", b""
 
     def pack(self, values: Collection[Any], number: Callable[[Any], int] | None = None) -> str:
         """`values` (the column now: what it held at the last call, and more) packed,
         each as `number(value)` where given (it must number a value the same way on
         every call)."""
         if len(values) < self._count:
-            self._typecode, self._count, self._packed = self._wanted, 0, bytearray()
-        if isinstance(values, array):
+            self._start_over(self._wanted)
+        if isinstance(values, (array, list)):
             new: Iterable[Any] = values[self._count :]
         else:
             new = islice(values, self._count, None)
         if number is not None:
             new = map(number, new)
         try:
-            self._packed += _little_endian(array(self._typecode, new))
+            added = self._tail + _little_endian(array(self._typecode, new))
         except OverflowError:
-            self._typecode, self._count, self._packed = "q", 0, bytearray()
+            self._start_over("q")
             return self.pack(values, number)
-        self._count = len(values)
-        return f"{self._typecode}:{base64.b64encode(self._packed).decode('ascii')}"
+        whole = len(added) - len(added) % 3
+        self._text += base64.b64encode(added[:whole]).decode("ascii")
+        self._tail, self._count = added[whole:], len(values)
+        return f"{self._typecode}:{self._text}{base64.b64encode(self._tail).decode('ascii')}"
 
 
 def unpack_ints(text: Any) -> array[int]:
@@ -383,10 +395,7 @@ class PreviousRequest:
 
 def request_digests(messages: Sequence[BaseMessage]) -> bytes:
     """The process-independent digests of a request's messages, 4 bytes each."""
-    return b"".join(
-        _digest(_message_key(message), _REQUEST_DIGEST_BYTES).to_bytes(_REQUEST_DIGEST_BYTES, "big")
-        for message in messages
-    )
+    return b"".join(_stable_hash(message, _REQUEST_DIGEST_BYTES).digest() for message in messages)
 
 
 @dataclass(frozen=True)

@@ -270,6 +270,11 @@ class RepairStream:
         self._digest = HistoryDigest()
         self._packed = _StreamColumns()
 
+    @property
+    def read_count(self) -> int:
+        """How many of the caller's messages the final part was read from."""
+        return self._read
+
     def snapshot(self) -> dict[str, Any]:
         """The decisions on the final part as plain data a record carries (positions,
         recipes, the call ids declared, a digest of what was read; no message): a stream
