@@ -933,8 +933,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         continued = state.request_repairs
         if continued is None:
             return self._profile.repair(request)
-        prints = plan.fingerprints if plan is not None and request is plan.messages else None
-        return continued.repair(request, prints=prints)
+        if plan is None or request is not plan.messages:
+            return continued.repair(request, prints=None)
+        return continued.repair(
+            request, prints=plan.fingerprints, unchanged=plan.unchanged_prefix_messages
+        )
 
     def _repair_history(self, state: ConversationState, messages: list[BaseMessage]) -> StreamRead:
         """Step 1: the history repaired group by group (see state/repair_stream.py)."""

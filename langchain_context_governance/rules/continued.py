@@ -42,12 +42,14 @@ Example:
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from langchain_context_governance._messages import iter_declared_tool_calls
+from langchain_context_governance._messages import call_key, iter_declared_tool_calls
+from langchain_context_governance._packing import PackedInts, as_count
 from langchain_context_governance._reasoning import opens_with_thinking, signed_thinking_blocks
 from langchain_context_governance.rules import (
     content,
@@ -118,9 +120,16 @@ class _Resume:
     its last group), where the next request's window opens."""
 
     position: int
-    # The request's fingerprints, to see how many leading messages the next one shares.
-    prints: array[int]
-    declared: set[str] = field(default_factory=set)
+    # The request's fingerprints, to see how many leading messages the next one shares;
+    # None where the state came from a record (another process's fingerprints are not
+    # this one's): the caller then says how many it shares (by the record's digests).
+    prints: array[int] | None
+    # How many messages the request had.
+    length: int
+    # The call ids declared (by `call_key`), in the order they came, and as a record
+    # carries them (packed as they grow).
+    declared: dict[int, None] = field(default_factory=dict)
+    packed: PackedInts = field(default_factory=PackedInts)
     reasoning_content: bool = False
     loop: _Loop = field(default_factory=lambda: _Loop())
 
@@ -170,34 +179,89 @@ class ContinuedRepair:
         """Forget the previous request: the next one is repaired whole."""
         self._resume = None
 
+    def snapshot(self) -> dict[str, Any] | None:
+        """What the next request's repair needs of the previous one, as plain data a record
+        carries (positions, flags and call ids as digests), or None where the next
+        request is repaired whole."""
+        resume = self._resume
+        if resume is None:
+            return None
+        loop = resume.loop
+        return {
+            "position": resume.position,
+            "length": resume.length,
+            "declared": resume.packed.pack(resume.declared),
+            "reasoning_content": resume.reasoning_content,
+            "loop": [loop.opening, loop.opens_with_thinking, loop.thinking],
+        }
+
+    def restore(self, data: Mapping[str, Any] | None) -> None:
+        """Continue from another process's `snapshot`; where `data` cannot be read, the
+        next request is repaired whole."""
+        self._resume = None
+        if data is None:
+            return
+        try:
+            opening, opens_with_thinking, thinking = data["loop"]
+            packed = PackedInts()
+            resume = _Resume(
+                position=as_count(data["position"]),
+                prints=None,
+                length=as_count(data["length"]),
+                declared=dict.fromkeys(packed.take_up(data["declared"])),
+                packed=packed,
+                reasoning_content=bool(data["reasoning_content"]),
+                loop=_Loop(
+                    None if opening is None else as_count(opening),
+                    bool(opens_with_thinking),
+                    bool(thinking),
+                ),
+            )
+        except (KeyError, TypeError, ValueError, IndexError):
+            return
+        self._resume = resume
+
     def repair(
-        self, request: list[BaseMessage], *, prints: array[int] | None
+        self,
+        request: list[BaseMessage],
+        *,
+        prints: array[int] | None,
+        unchanged: int | None = None,
     ) -> tuple[list[BaseMessage], dict[str, int]]:
-        """`Profile.repair(request)`, deciding only the new messages where it can."""
+        """`Profile.repair(request)`, deciding only the new messages where it can.
+
+        `unchanged`: how many leading messages the request shares with the previous one,
+        where the caller knows (needed after `restore`, which has no fingerprints)."""
         resume = self._resume
         self._resume = None
         if (
             resume is not None
             and prints is not None
-            and self._window_is_legal(request, resume, prints)
+            and self._window_is_legal(request, resume, prints, unchanged)
         ):
             self.windows += 1
             self._resume = self._resumed(request, resume, prints)
             return request, {PASS_NAME: 0, ALTERNATION_PASS_NAME: 0}
         repaired, changes = self._profile.repair(request)
         if repaired is request and prints is not None and self._continuable:
-            self._resume = self._resumed(request, _Resume(0, prints), prints)
+            self._resume = self._resumed(request, _Resume(0, prints, len(prints)), prints)
         return repaired, changes
 
     def _window_is_legal(
-        self, request: list[BaseMessage], resume: _Resume, prints: array[int]
+        self,
+        request: list[BaseMessage],
+        resume: _Resume,
+        prints: array[int],
+        unchanged: int | None,
     ) -> bool:
         start = resume.position
         # The window's first message and everything before it are the previous request's.
-        shared = len(resume.prints)
-        if len(prints) != len(request) or shared <= start or len(request) <= start:
+        if len(prints) != len(request) or resume.length <= start or len(request) <= start:
             return False
-        if prints[: start + 1] != resume.prints[: start + 1]:
+        if resume.prints is not None:
+            if prints[: start + 1] != resume.prints[: start + 1]:
+                return False
+        elif unchanged is None or unchanged <= start:
             return False
         window = request[start:]
         if isinstance(window[0], AIMessage):
@@ -207,7 +271,7 @@ class ContinuedRepair:
                 return False
         new = request[start:]
         if self._unique_ids and any(
-            call_id in resume.declared
+            call_key(call_id) in resume.declared
             for message in new
             if isinstance(message, AIMessage)
             for call_id, _ in iter_declared_tool_calls(message)
@@ -242,13 +306,15 @@ class ContinuedRepair:
         for index in range(resume.position, position):
             message = request[index]
             if self._unique_ids and isinstance(message, AIMessage):
-                resume.declared.update(call_id for call_id, _ in iter_declared_tool_calls(message))
+                resume.declared.update(
+                    (call_key(call_id), None) for call_id, _ in iter_declared_tool_calls(message)
+                )
             if self._reasoning_content and _carries_reasoning_content(message):
                 resume.reasoning_content = True
             if self._thinking_loop:
                 resume.loop.read(message, index)
         resume.position = position
-        resume.prints = prints
+        resume.prints, resume.length = prints, len(prints)
         return resume
 
 

@@ -66,6 +66,7 @@ from langchain_context_governance._messages import (
     iter_declared_tool_calls,
     message_fingerprint,
 )
+from langchain_context_governance._packing import PackedInts, as_count
 from langchain_context_governance._reasoning import opens_with_thinking, thinking_tool_loop_start
 from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
@@ -88,7 +89,7 @@ from langchain_context_governance.passes.snip import (
     pinned_task_copy,
 )
 from langchain_context_governance.state.made import MadeMessages
-from langchain_context_governance.state.record import PackedInts, leading_equal, unpack_ints
+from langchain_context_governance.state.record import leading_equal
 from langchain_context_governance.tokens.calibration import (
     UNCALIBRATED,
     Calibration,
@@ -405,43 +406,47 @@ class _Origins(Sequence[tuple[int, ...]]):
         return (self._body_start + index - len(self._front),)
 
 
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"expected a count, got {value!r}")
-    return value
+def _positions(values: array[int]) -> list[int]:
+    if values and min(values) < 0:
+        raise ValueError("a position below 0")
+    return values.tolist()
 
 
-def _positions(text: Any) -> list[int]:
-    return list(map(_count, unpack_ints(text)))
-
-
-def _restored_replay(data: Mapping[str, Any]) -> _Replay:
-    tokens = unpack_ints(data["tokens"])
-    result_names, call_names = (
-        list(map(str, data["result_names"])),
-        list(map(str, data["call_names"])),
-    )
-    compactable = _positions(data["compactable"])
-    compactable_names = [result_names[index] for index in unpack_ints(data["compactable_names"])]
-    call_keys = unpack_ints(data["call_keys"])
-    tool_names = [call_names[index] for index in unpack_ints(data["tool_names"])]
+def _restored_replay(data: Mapping[str, Any], packed: _ReplayColumns) -> _Replay:
+    """The replay's learning in `data` (a snapshot), with `packed` continued from it."""
+    packed.result_names.take_up(data["result_names"])
+    packed.call_names.take_up(data["call_names"])
+    compactable = _positions(packed.compactable.take_up(data["compactable"]))
+    result_names = packed.result_names.names
+    compactable_names = packed.compactable_names.take_up(data["compactable_names"])
+    call_names = packed.call_names.names
+    tool_names = packed.tool_names.take_up(data["tool_names"])
+    tokens = packed.tokens.take_up(data["tokens"])
     task, task_fits, task_cut, task_copied, task_tokens = data["task"]
     return _Replay(
         tokens=tokens,
         # Unknown here (salted per process): zeros, found when read.
         prints=array("q", bytes(8 * len(tokens))),
         prints_unknown_below=len(tokens),
-        system_indices=_positions(data["system_indices"]),
+        system_indices=_positions(packed.system_indices.take_up(data["system_indices"])),
         compactable=compactable,
-        compactable_names=dict(zip(compactable, compactable_names, strict=True)),
-        excluded=_positions(data["excluded"]),
-        users=_positions(data["users"]),
-        tool_names=dict(zip(call_keys, tool_names, strict=True)),
-        task=None if task is None else _count(task),
+        compactable_names=dict(
+            zip(compactable, map(result_names.__getitem__, compactable_names), strict=True)
+        ),
+        excluded=_positions(packed.excluded.take_up(data["excluded"])),
+        users=_positions(packed.users.take_up(data["users"])),
+        tool_names=dict(
+            zip(
+                packed.call_keys.take_up(data["call_keys"]),
+                map(call_names.__getitem__, tool_names),
+                strict=True,
+            )
+        ),
+        task=None if task is None else as_count(task),
         task_fits=bool(task_fits),
         task_cut=bool(task_cut),
         task_copied=bool(task_copied),
-        task_tokens=_count(task_tokens),
+        task_tokens=as_count(task_tokens),
     )
 
 
@@ -455,7 +460,7 @@ def _restored_decisions(data: Mapping[str, Any]) -> _Decisions:
     return _Decisions(
         **plain,
         kept_groups=tuple(
-            _KeptGroup(_count(start), _count(stop), _count(tokens), str(why))
+            _KeptGroup(as_count(start), as_count(stop), as_count(tokens), str(why))
             for start, stop, tokens, why in data["kept_groups"]
         ),
         calibration=Calibration.from_dict(data["calibration"]),
@@ -471,6 +476,13 @@ class _NameTable:
     def __init__(self) -> None:
         self.names: list[str] = []
         self._numbers: dict[str, int] = {}
+
+    def take_up(self, names: Any) -> None:
+        """Number `names` (a snapshot's list of them) first, in their order."""
+        if not isinstance(names, list):
+            raise ValueError(f"expected a list of tool names, got {type(names).__name__}")
+        for name in names:
+            self.index(str(name))
 
     def index(self, name: str) -> int:
         number = self._numbers.get(name)
@@ -602,15 +614,13 @@ class CacheAwareReplay:
         is the one it was made of); False, and started over, where `data` cannot be read."""
         self.start_over()
         try:
-            self._replay, self._decisions = (
-                _restored_replay(data),
-                _restored_decisions(data["decisions"]),
-            )
-            self._known = _count(data["known"])
+            self._replay = _restored_replay(data, self._packed)
+            self._decisions = _restored_decisions(data["decisions"])
+            self._known = as_count(data["known"])
             if len(self._replay.tokens) != self._known:
                 raise ValueError("the counts do not match the positions read")
-            self._fixed = _count(data["fixed"])
-        except (KeyError, TypeError, ValueError, AttributeError):
+            self._fixed = as_count(data["fixed"])
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
             self.start_over()
             return False
         return True

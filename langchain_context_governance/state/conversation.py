@@ -201,6 +201,9 @@ class ConversationState:
             restored = self.new_replay()
             if restored.restore(replay):
                 self._replays[restored.fixed_tokens] = restored
+        if self.request_repairs is not None:
+            rules = data.get("rules")
+            self.request_repairs.restore(rules if isinstance(rules, Mapping) else None)
 
     def to_record(self, *, settings: str, history: Sequence[BaseMessage]) -> GovernanceRecord:
         """The record of this state after a call on `history`, under `settings`."""
@@ -208,6 +211,8 @@ class ConversationState:
         resume: dict[str, Any] = {"stream": self.repairs.snapshot()}
         if self._replays:
             resume["replay"] = next(reversed(self._replays.values())).snapshot()
+        if self.request_repairs is not None:
+            resume["rules"] = self.request_repairs.snapshot()
         record = GovernanceRecord(
             settings=settings,
             history=HistoryMark.of(history),

@@ -52,14 +52,14 @@ import functools
 import hashlib
 import json
 import operator
-import sys
 from array import array
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from langchain_context_governance._packing import little_endian
 
 _ID = operator.attrgetter("id")
 _CONTENT = operator.attrgetter("content")
@@ -70,16 +70,13 @@ __all__ = [
     "GovernanceRecord",
     "HistoryDigest",
     "HistoryMark",
-    "PackedInts",
     "PreviousRequest",
     "SummaryRecord",
     "UnusableRecord",
     "leading_equal",
-    "pack_ints",
     "request_digests",
     "settings_digest",
     "stable_digest",
-    "unpack_ints",
 ]
 
 RECORD_KEY = "context_governance"
@@ -89,8 +86,10 @@ RECORD_KEY = "context_governance"
 # ignored and the state rebuilt from the history. 2: the `resume` section.
 RECORD_VERSION = 2
 # Bytes of a request message's digest in the record: the prefix report compares them,
-# and a false match costs a wrong report figure once in four billion comparisons.
-_REQUEST_DIGEST_BYTES = 4
+# and so does the request-level repair of the first call on another worker (a leading
+# message taken for the previous request's is not checked again), so a false match is
+# as unlikely as one of the 64-bit fingerprints a process compares.
+_REQUEST_DIGEST_BYTES = 8
 _MESSAGE_DIGEST_BYTES = 8
 
 
@@ -166,14 +165,14 @@ class HistoryDigest:
         if not messages:
             return self
         ids = list(map(_ID, messages))
-        if not all(isinstance(message_id, str) and message_id for message_id in ids):
+        if not (all(ids) and set(map(type, ids)) == {str}):
             ids = list(map(_identity, messages))
         classes = list(map(type, messages))
         names = {cls: cls.__name__ for cls in set(classes)}
         # Each id and class name ends with a separator, whatever the batch it came in.
         self._ids.update(("\x1e".join(ids) + "\x1e").encode("utf-8", "surrogatepass"))
         self._classes.update(("\x1e".join(map(names.__getitem__, classes)) + "\x1e").encode())
-        self._lengths.update(_little_endian(array("q", map(len, map(_CONTENT, messages)))))
+        self._lengths.update(little_endian(array("q", map(len, map(_CONTENT, messages)))))
         return self
 
     def hexdigest(self) -> str:
@@ -187,82 +186,6 @@ def _identity(message: BaseMessage) -> str:
     if message.id and isinstance(message.id, str):
         return message.id
     return f"\x00{stable_digest(message):x}"
-
-
-def _little_endian(values: array[int]) -> bytes:
-    if sys.byteorder != "little":
-        values = array(values.typecode, values)
-        values.byteswap()
-    return values.tobytes()
-
-
-def pack_ints(values: Iterable[int], typecode: str = "q") -> str:
-    """Integers as text a record carries: base64 of little-endian integers of `typecode`
-    ("i": 4 bytes, "q": 8), after its letter; 8 bytes where a value does not fit in 4.
-
-    Example:
-        >>> pack_ints([3, -1, 70_000], "i")
-        'i:AwAAAP////9wEQEA'
-        >>> unpack_ints(pack_ints([3, -1, 70_000], "i")).tolist()
-        [3, -1, 70000]
-    """
-    return PackedInts(typecode).pack(values if isinstance(values, Collection) else list(values))
-
-
-class PackedInts:
-    """A column of integers that only grows, packed as `pack_ints` packs it at the cost of
-    what was added since the last `pack`: a record written on every call costs the new
-    positions, not the history. A column that shrank since is packed anew.
-
-    What is kept is the text itself: the base64 of every whole three bytes so far (base64
-    turns three bytes into four characters, so text made of such groups only grows at its
-    end) and the one or two bytes after them.
-    """
-
-    __slots__ = ("_count", "_tail", "_text", "_typecode", "_wanted")
-
-    def __init__(self, typecode: str = "q") -> None:
-        if typecode not in ("i", "q"):
-            raise ValueError(f"typecode must be 'i' or 'q', got {typecode!r}")
-        self._wanted = typecode
-        self._start_over(typecode)
-
-    def _start_over(self, typecode: str) -> None:
-        self._typecode, self._count, self._text, self._tail = typecode, 0, "", b""
-
-    def pack(self, values: Collection[Any], number: Callable[[Any], int] | None = None) -> str:
-        """`values` (the column now: what it held at the last call, and more) packed,
-        each as `number(value)` where given (it must number a value the same way on
-        every call)."""
-        if len(values) < self._count:
-            self._start_over(self._wanted)
-        if isinstance(values, (array, list)):
-            new: Iterable[Any] = values[self._count :]
-        else:
-            new = islice(values, self._count, None)
-        if number is not None:
-            new = map(number, new)
-        try:
-            added = self._tail + _little_endian(array(self._typecode, new))
-        except OverflowError:
-            self._start_over("q")
-            return self.pack(values, number)
-        whole = len(added) - len(added) % 3
-        self._text += base64.b64encode(added[:whole]).decode("ascii")
-        self._tail, self._count = added[whole:], len(values)
-        return f"{self._typecode}:{self._text}{base64.b64encode(self._tail).decode('ascii')}"
-
-
-def unpack_ints(text: Any) -> array[int]:
-    """The integers `pack_ints` wrote, as 8-byte integers; a ValueError where `text` is
-    not such data."""
-    if not isinstance(text, str) or text[:2] not in ("i:", "q:"):
-        raise ValueError(f"expected packed integers, got {text!r:.40}")
-    narrow = array(text[0])
-    narrow.frombytes(base64.b64decode(text[2:], validate=True))
-    if sys.byteorder != "little":
-        narrow.byteswap()
-    return narrow if narrow.typecode == "q" else array("q", narrow)
 
 
 def settings_digest(settings: Mapping[str, Any]) -> str:
@@ -350,7 +273,7 @@ class SummaryRecord:
 class PreviousRequest:
     """The previous request of a conversation, as one digest per message.
 
-    `digests` are process-independent, 4 bytes a message (what the record carries);
+    `digests` are process-independent, 8 bytes a message (what the record carries);
     `local` are the window's own fingerprints where this process made the request
     (cheap to compare, but salted per process).
     """
@@ -394,7 +317,7 @@ class PreviousRequest:
 
 
 def request_digests(messages: Sequence[BaseMessage]) -> bytes:
-    """The process-independent digests of a request's messages, 4 bytes each."""
+    """The process-independent digests of a request's messages, 8 bytes each."""
     return b"".join(_stable_hash(message, _REQUEST_DIGEST_BYTES).digest() for message in messages)
 
 

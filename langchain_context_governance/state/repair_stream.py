@@ -56,11 +56,12 @@ from langchain_context_governance._messages import (
     iter_declared_tool_calls,
     message_keys,
 )
+from langchain_context_governance._packing import PackedInts, as_count
 from langchain_context_governance.passes._names import ALTERNATION as ALTERNATION_PASS_NAME
 from langchain_context_governance.passes._names import PROVIDER_RULES as BRIDGE_PASS_NAME
 from langchain_context_governance.passes.alternation import can_merge_turns, merge_turns
 from langchain_context_governance.state.made import MadeMessages
-from langchain_context_governance.state.record import HistoryDigest, PackedInts, unpack_ints
+from langchain_context_governance.state.record import HistoryDigest
 
 # A group's repair: its messages (a head and the tool results after it) and whether a call
 # id was declared before the group, to the repaired messages and the changes by pass.
@@ -299,20 +300,22 @@ class RepairStream:
         `data` cannot be read."""
         self.start_over()
         try:
-            read = _count(data["read"])
+            read = as_count(data["read"])
             if read > len(messages):
                 return False
             history = list(islice(messages, read))
             digest = HistoryDigest().add(history)
             if digest.hexdigest() != data["digest"]:
                 return False
-            declared, declared_at = unpack_ints(data["declared"]), unpack_ints(data["declared_at"])
-            self._run_positions = unpack_ints(data["run_positions"])
-            self._run_sources = unpack_ints(data["run_sources"])
+            packed = self._packed
+            declared = packed.declared.take_up(data["declared"])
+            declared_at = packed.declared_at.take_up(data["declared_at"])
+            self._run_positions = packed.run_positions.take_up(data["run_positions"])
+            self._run_sources = packed.run_sources.take_up(data["run_sources"])
             self._sources = _sources_of_runs(
-                self._run_positions, self._run_sources, _count(data["final"]), read=read
+                self._run_positions, self._run_sources, as_count(data["final"]), read=read
             )
-            self._recipes = {_count(p): _recipe(recipe) for p, recipe in data["recipes"]}
+            self._recipes = {as_count(p): _recipe(recipe) for p, recipe in data["recipes"]}
             if any(
                 position >= len(self._sources)
                 or self._sources[position] != _MADE
@@ -323,10 +326,12 @@ class RepairStream:
             if self._sources.count(_MADE) != len(self._recipes):
                 raise ValueError("a made message has no recipe")
             self._declared = dict(zip(declared, declared_at, strict=True))
-            self._changes = {str(name): _count(count) for name, count in data["changes"].items()}
-            self._read_tokens = _count(data["read_tokens"])
+            self._changes = {
+                str(name): as_count(number) for name, number in data["changes"].items()
+            }
+            self._read_tokens = as_count(data["read_tokens"])
             self._opened = bool(data["opened"])
-        except (KeyError, TypeError, ValueError, AttributeError):
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
             self.start_over()
             return False
         self._read = read
@@ -621,12 +626,6 @@ class RepairStream:
         return self._made_at(position, messages, groups) if source == _MADE else messages[source]
 
 
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"expected a count, got {value!r}")
-    return value
-
-
 def _sources_of_runs(
     positions: array[int], sources: array[int], final: int, *, read: int
 ) -> array[int]:
@@ -660,7 +659,7 @@ def _recipe(data: Any) -> Recipe:
     kind, start, stop, k = data
     if kind not in (_GROUP_OUTPUT, _USER_TURN, _BRIDGE):
         raise ValueError(f"unknown recipe kind {kind!r}")
-    return (kind, _count(start), _count(stop), _count(k))
+    return (kind, as_count(start), as_count(stop), as_count(k))
 
 
 def _merged(

@@ -67,9 +67,9 @@ def test_a_record_is_plain_data_that_checkpointers_store_as_it_is() -> None:
     assert json.loads(json.dumps(record)) == record
     serializer = JsonPlusSerializer()
     assert serializer.loads_typed(serializer.dumps_typed(record)) == record
-    # Small: the summary text, a 4-byte digest per request message, a few counts...
+    # Small: the summary text, an 8-byte digest per request message, a few counts...
     without_summary = len(json.dumps({**record, "summary": None, "resume": None}))
-    assert without_summary < 40 + 6 * outcome.report.messages_after + 300
+    assert without_summary < 40 + 11 * outcome.report.messages_after + 300
     # ... and what the repairs and the replay decided: packed positions, counts and call
     # ids, a few bytes per history message (the note's values are bounded by the budget).
     resume = record["resume"]

@@ -1,0 +1,117 @@
+"""Integers as compact text, for state a record carries (state/record.py).
+
+A record is plain data (JSON- and msgpack-safe), written on every call: columns of
+integers (positions, counts, call-id digests) go in it as base64 of little-endian
+integers, and `PackedInts` keeps a growing column's text so that writing it again costs
+only what was added.
+
+Example:
+    >>> unpack_ints(pack_ints([1, 2, 300], "i")).tolist()
+    [1, 2, 300]
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from array import array
+from collections.abc import Callable, Collection, Iterable
+from itertools import islice
+from typing import Any
+
+__all__ = ["PackedInts", "as_count", "little_endian", "pack_ints", "unpack_ints"]
+
+
+def pack_ints(values: Iterable[int], typecode: str = "q") -> str:
+    """Integers as text a record carries: base64 of little-endian integers of `typecode`
+    ("i": 4 bytes, "q": 8), after its letter; 8 bytes where a value does not fit in 4.
+
+    Example:
+        >>> pack_ints([3, -1, 70_000], "i")
+        'i:AwAAAP////9wEQEA'
+        >>> unpack_ints(pack_ints([3, -1, 70_000], "i")).tolist()
+        [3, -1, 70000]
+    """
+    return PackedInts(typecode).pack(values if isinstance(values, Collection) else list(values))
+
+
+class PackedInts:
+    """A column of integers that only grows, packed as `pack_ints` packs it at the cost of
+    what was added since the last `pack`: a record written on every call costs the new
+    positions, not the history. A column that shrank since is packed anew.
+
+    What is kept is the text itself: the base64 of every whole three bytes so far (base64
+    turns three bytes into four characters, so text made of such groups only grows at its
+    end) and the one or two bytes after them.
+    """
+
+    __slots__ = ("_count", "_tail", "_text", "_typecode", "_wanted")
+
+    def __init__(self, typecode: str = "q") -> None:
+        if typecode not in ("i", "q"):
+            raise ValueError(f"typecode must be 'i' or 'q', got {typecode!r}")
+        self._wanted = typecode
+        self._start_over(typecode)
+
+    def _start_over(self, typecode: str) -> None:
+        self._typecode, self._count, self._text, self._tail = typecode, 0, "", b""
+
+    def pack(self, values: Collection[Any], number: Callable[[Any], int] | None = None) -> str:
+        """`values` (the column now: what it held at the last call, and more) packed,
+        each as `number(value)` where given (it must number a value the same way on
+        every call)."""
+        if len(values) < self._count:
+            self._start_over(self._wanted)
+        if isinstance(values, (array, list)):
+            new: Iterable[Any] = values[self._count :]
+        else:
+            new = islice(values, self._count, None)
+        if number is not None:
+            new = map(number, new)
+        try:
+            added = self._tail + little_endian(array(self._typecode, new))
+        except OverflowError:
+            self._start_over("q")
+            return self.pack(values, number)
+        whole = len(added) - len(added) % 3
+        self._text += base64.b64encode(added[:whole]).decode("ascii")
+        self._tail, self._count = added[whole:], len(values)
+        return f"{self._typecode}:{self._text}{base64.b64encode(self._tail).decode('ascii')}"
+
+    def take_up(self, text: Any) -> array[int]:
+        """The integers of `text` (a column's `pack`), and this column continued from them:
+        the next `pack` of them and more adds only the more."""
+        values = unpack_ints(text)
+        packed: str = text[2:]
+        if packed.endswith("="):
+            self._text, self._tail = packed[:-4], base64.b64decode(packed[-4:])
+        else:
+            self._text, self._tail = packed, b""
+        self._typecode, self._count = text[0], len(values)
+        return values
+
+
+def unpack_ints(text: Any) -> array[int]:
+    """The integers `pack_ints` wrote, as 8-byte integers; a ValueError where `text` is
+    not such data."""
+    if not isinstance(text, str) or text[:2] not in ("i:", "q:"):
+        raise ValueError(f"expected packed integers, got {text!r:.40}")
+    narrow = array(text[0])
+    narrow.frombytes(base64.b64decode(text[2:], validate=True))
+    if sys.byteorder != "little":
+        narrow.byteswap()
+    return narrow if narrow.typecode == "q" else array("q", narrow)
+
+
+def little_endian(values: array[int]) -> bytes:
+    if sys.byteorder != "little":
+        values = array(values.typecode, values)
+        values.byteswap()
+    return values.tobytes()
+
+
+def as_count(value: Any) -> int:
+    """`value` where it is a count (an int >= 0, not a bool); a ValueError naming it where not."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a count, got {value!r}")
+    return value
