@@ -14,13 +14,10 @@ the note included, is its own run of content blocks; a stored note (LangGraph's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from langchain_context_governance._added import cut_note_turn
 from langchain_context_governance.passes.alternation import merge_leading_user_turns
-from langchain_context_governance.passes.cut_values import KeyedValues, values_text
 
 CUT_NOTE = (
     "[Context note: {omitted} of this conversation {verb} omitted here to fit the context "
@@ -40,17 +37,17 @@ BRIEF_VALUES_NOTE = "\n[Values from {them}: {values}]"
 def cut_note(
     omitted: int,
     summary: str | None = None,
-    values: Sequence[KeyedValues] = (),
+    values: str = "",
     *,
     brief: bool = False,
 ) -> str:
     """The note for `omitted` dropped messages, with the summary of them where given, and
-    the values they held (see `cut_values.py`) where given.
+    the values they held (`cut_values.values_text`) where given.
 
     Example:
         >>> cut_note(3)[:46]
         '[Context note: 3 earlier messages of this conv'
-        >>> cut_note(3, values=[("order_id", ("W123",))]).splitlines()[1]
+        >>> cut_note(3, values="order_id: W123").splitlines()[1]
         '[Values from them, newest first: order_id: W123]'
     """
     if omitted <= 0:
@@ -66,7 +63,7 @@ def cut_note(
         note = (BRIEF_NOTE if brief else CUT_NOTE).format(**words)
     if values:
         template = BRIEF_VALUES_NOTE if brief else VALUES_NOTE
-        note += template.format(values=values_text(values), **words)
+        note += template.format(values=values, **words)
     return note
 
 

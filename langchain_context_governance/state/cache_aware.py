@@ -72,11 +72,11 @@ from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.cut_note import cut_note
 from langchain_context_governance.passes.cut_values import (
-    KeyedValues,
     dropped_values,
     grouped,
     shown_words,
     values_of,
+    values_text,
 )
 from langchain_context_governance.passes.microcompact import (
     DEFAULT_PLACEHOLDER,
@@ -255,7 +255,8 @@ class _Decisions:
     calibration: Calibration = UNCALIBRATED
     # The values of the omitted messages the note lists (passes/cut_values.py), and the
     # tokens they add to the note: made at each cut, kept until the next.
-    note_values: tuple[KeyedValues, ...] = ()
+    # As the note lists them (`cut_values.values_text`): one text, not an object a value.
+    note_values: str = ""
     note_values_tokens: int = 0
 
     def keep(self, group: _KeptGroup) -> None:
@@ -450,6 +451,12 @@ def _restored_replay(data: Mapping[str, Any], packed: _ReplayColumns) -> _Replay
     )
 
 
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected text, got {type(value).__name__}")
+    return value
+
+
 def _restored_decisions(data: Mapping[str, Any]) -> _Decisions:
     plain: dict[str, Any] = {}
     for name in _PLAIN_DECISIONS:
@@ -464,9 +471,7 @@ def _restored_decisions(data: Mapping[str, Any]) -> _Decisions:
             for start, stop, tokens, why in data["kept_groups"]
         ),
         calibration=Calibration.from_dict(data["calibration"]),
-        note_values=tuple(
-            (str(key), tuple(map(str, values))) for key, values in data["note_values"]
-        ),
+        note_values=_text(data["note_values"]),
     )
 
 
@@ -552,9 +557,7 @@ class CacheAwareReplay:
         self._shared_calibration = shared_calibration
         self._last_request: array[int] | None = None
         self._joined: MadeMessages[tuple[BaseMessage, int, int]] = MadeMessages(limit=_JOINED_KEPT)
-        self._notes: dict[
-            tuple[int, str | None, tuple[KeyedValues, ...], bool], tuple[BaseMessage, int, int]
-        ] = {}
+        self._notes: dict[tuple[int, str | None, str, bool], tuple[BaseMessage, int, int]] = {}
         self._full_note_tokens: int | None = None
         self.start_over()
 
@@ -605,7 +608,7 @@ class CacheAwareReplay:
                 **{name: getattr(decisions, name) for name in _PLAIN_DECISIONS},
                 "kept_groups": [[g.start, g.stop, g.tokens, g.why] for g in decisions.kept_groups],
                 "calibration": decisions.calibration.to_dict(),
-                "note_values": [[key, list(values)] for key, values in decisions.note_values],
+                "note_values": decisions.note_values,
             },
         }
 
@@ -783,7 +786,7 @@ class CacheAwareReplay:
         decisions: _Decisions,
         omitted: int,
         summary: str | None = None,
-        values: Sequence[KeyedValues] = (),
+        values: str = "",
     ) -> str:
         return cut_note(omitted, summary, values, brief=self._brief_note(decisions))
 
@@ -1125,7 +1128,7 @@ class CacheAwareReplay:
         cut) and tool names; within the tokens reserved for them before the cut
         (`note_values_tokens`), which become the tokens they take."""
         reserve = decisions.note_values_tokens
-        decisions.note_values, decisions.note_values_tokens = (), 0
+        decisions.note_values, decisions.note_values_tokens = "", 0
         omitted = self._omitted(decisions)
         if omitted <= 0 or reserve <= 0:
             return
@@ -1147,7 +1150,7 @@ class CacheAwareReplay:
         tool_names = frozenset(self._replay.tool_names.values())
         plain = self._note_tokens(decisions, omitted)
         header = self._counter.count_message(
-            HumanMessage(self._note(decisions, omitted, values=(("", ("",)),)))
+            HumanMessage(self._note(decisions, omitted, values=values_text((("", ("",)),))))
         )
         found = dropped_values(
             left_out(),
@@ -1157,7 +1160,7 @@ class CacheAwareReplay:
         )
 
         def extra_tokens(count: int) -> int:
-            note = self._note(decisions, omitted, values=grouped(found[:count]))
+            note = self._note(decisions, omitted, values=values_text(grouped(found[:count])))
             return self._counter.count_message(HumanMessage(note)) - plain
 
         # The most values (newest first) whose note fits the reservation: the guess in
@@ -1176,7 +1179,7 @@ class CacheAwareReplay:
                     high = middle - 1
             fitting = low
         if fitting:
-            decisions.note_values = grouped(found[:fitting])
+            decisions.note_values = values_text(grouped(found[:fitting]))
             decisions.note_values_tokens = tokens
 
     def _pin_for(
@@ -1482,12 +1485,10 @@ class CacheAwareReplay:
             position += 1
         values = decisions.note_values
         brief = self._brief_note(decisions)
-        notes: list[tuple[str | None, tuple[KeyedValues, ...], int]] = (
-            [(summary, values, high)] if summary else []
-        )
+        notes: list[tuple[str | None, str, int]] = [(summary, values, high)] if summary else []
         if values:
             notes.append((None, values, self._max_tokens))
-        notes.append((None, (), self._max_tokens))
+        notes.append((None, "", self._max_tokens))
         for text, listed, limit in notes:
             note, cost, fingerprint = self._note_turn(omitted, text, listed, brief)
             noted = _Sent(
@@ -1505,7 +1506,7 @@ class CacheAwareReplay:
         return front
 
     def _note_turn(
-        self, omitted: int, summary: str | None, values: tuple[KeyedValues, ...], brief: bool
+        self, omitted: int, summary: str | None, values: str, brief: bool
     ) -> tuple[BaseMessage, int, int]:
         """The note at a cut of `omitted` messages (with `summary` and the `values` they
         held; `brief`) as a user turn, its count and print."""

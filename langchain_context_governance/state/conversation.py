@@ -9,10 +9,13 @@ are matched to a state by the history itself.
 
 What is a function of the history (the repairs, the replay) is rebuilt from it when it
 is missing (after a restart, on another worker, after eviction), and a rebuilt state
-gives the same request as the one it replaces. What is not (the summary text, the
-previous request, the warning logged) travels with the thread in a `GovernanceRecord`
-(state/record.py): `ConversationState.to_record()` writes it, `continue_from(record)`
-takes it up on another worker. The states here are a cache in front of the records.
+gives the same request as the one it replaces. The thread's `GovernanceRecord`
+(state/record.py) carries what is not (the summary text, the previous request, the
+warning logged) and the decisions themselves (the repairs', the replay's and the
+request rules', as positions, counts and digests), so a worker that takes the thread up
+continues from them at the cost of what is new instead of rebuilding them:
+`ConversationState.to_record()` writes it, `continue_from(record)` takes it up. The
+states here are a cache in front of the records.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def test_shown_words_hold_call_arguments() -> None:
 
 
 def test_the_note_lists_the_values_after_its_text() -> None:
-    values = (("order_id", ("W123",)),)
+    values = values_text((("order_id", ("W123",)),))
     assert cut_note(4, values=values) == (
         cut_note(4) + "\n[Values from them, newest first: order_id: W123]"
     )
