@@ -60,7 +60,6 @@ from langchain_context_governance._added import (
 )
 from langchain_context_governance._messages import (
     as_message_list,
-    call_key,
     content_text_length,
     declared_tool_call_ids,
     iter_declared_tool_calls,
@@ -170,8 +169,9 @@ class _Replay:
     excluded: list[int] = field(default_factory=list)
     # Positions of the user's own messages (the current turn is the latest of them).
     users: list[int] = field(default_factory=list)
-    # Each call's tool name, by `call_key` of its id.
-    tool_names: dict[int, str] = field(default_factory=dict)
+    # The tools called so far, in the order they were first called (a result's own tool
+    # is read from its call, right before it).
+    tool_names: dict[str, None] = field(default_factory=dict)
     # The conversation's first user message (the task), whether it is pinned as a copy
     # (cut to its share, or a stored note taken out of it: made again from the history's
     # message, never kept), and what pinning it costs.
@@ -416,12 +416,9 @@ def _positions(values: array[int]) -> list[int]:
 def _restored_replay(data: Mapping[str, Any], packed: _ReplayColumns) -> _Replay:
     """The replay's learning in `data` (a snapshot), with `packed` continued from it."""
     packed.result_names.take_up(data["result_names"])
-    packed.call_names.take_up(data["call_names"])
     compactable = _positions(packed.compactable.take_up(data["compactable"]))
     result_names = packed.result_names.names
     compactable_names = packed.compactable_names.take_up(data["compactable_names"])
-    call_names = packed.call_names.names
-    tool_names = packed.tool_names.take_up(data["tool_names"])
     tokens = packed.tokens.take_up(data["tokens"])
     task, task_fits, task_cut, task_copied, task_tokens = data["task"]
     return _Replay(
@@ -436,13 +433,7 @@ def _restored_replay(data: Mapping[str, Any], packed: _ReplayColumns) -> _Replay
         ),
         excluded=_positions(packed.excluded.take_up(data["excluded"])),
         users=_positions(packed.users.take_up(data["users"])),
-        tool_names=dict(
-            zip(
-                packed.call_keys.take_up(data["call_keys"]),
-                map(call_names.__getitem__, tool_names),
-                strict=True,
-            )
-        ),
+        tool_names=dict.fromkeys(map(str, data["tool_names"])),
         task=None if task is None else as_count(task),
         task_fits=bool(task_fits),
         task_cut=bool(task_cut),
@@ -455,6 +446,20 @@ def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"expected text, got {type(value).__name__}")
     return value
+
+
+def _called_tool(history: Sequence[BaseMessage], index: int, call_id: str) -> str:
+    """The tool of the call the result at `index` answers: in the repaired history, a
+    result comes right after its call's assistant message and the results before it."""
+    head = index - 1
+    while head >= 0 and isinstance(history[head], ToolMessage):
+        head -= 1
+    message = history[head] if head >= 0 else None
+    if isinstance(message, AIMessage):
+        for declared_id, name in iter_declared_tool_calls(message):
+            if declared_id == call_id:
+                return name
+    return ""
 
 
 def _restored_decisions(data: Mapping[str, Any]) -> _Decisions:
@@ -502,18 +507,15 @@ class _ReplayColumns:
     """The replay's columns as its snapshot packs them, packed as they grow, and the tool
     names they number."""
 
-    # Each column numbers its names in the order they come in it, so that the same
-    # replay gives the same snapshot whatever calls it was made in.
+    # Numbered in the order they come in the column, so that the same replay gives the
+    # same snapshot whatever calls it was made in.
     result_names: _NameTable = field(default_factory=lambda: _NameTable())
-    call_names: _NameTable = field(default_factory=lambda: _NameTable())
     tokens: PackedInts = field(default_factory=lambda: PackedInts("i"))
     system_indices: PackedInts = field(default_factory=lambda: PackedInts("i"))
     compactable: PackedInts = field(default_factory=lambda: PackedInts("i"))
     compactable_names: PackedInts = field(default_factory=lambda: PackedInts("i"))
     excluded: PackedInts = field(default_factory=lambda: PackedInts("i"))
     users: PackedInts = field(default_factory=lambda: PackedInts("i"))
-    call_keys: PackedInts = field(default_factory=PackedInts)
-    tool_names: PackedInts = field(default_factory=lambda: PackedInts("i"))
 
 
 class CacheAwareReplay:
@@ -592,11 +594,7 @@ class CacheAwareReplay:
             "result_names": list(packed.result_names.names),
             "excluded": packed.excluded.pack(replay.excluded),
             "users": packed.users.pack(replay.users),
-            "call_keys": packed.call_keys.pack(replay.tool_names),
-            "tool_names": packed.tool_names.pack(
-                replay.tool_names.values(), packed.call_names.index
-            ),
-            "call_names": list(packed.call_names.names),
+            "tool_names": list(replay.tool_names),
             "task": [
                 replay.task,
                 replay.task_fits,
@@ -698,8 +696,8 @@ class CacheAwareReplay:
         if isinstance(message, AIMessage):
             self._call(history, decisions, end=index, overflows=overflows_of(message))
             self._observe_reported_size(message, decisions)
-            for call_id, name in iter_declared_tool_calls(message):
-                self._replay.tool_names.setdefault(call_key(call_id), name)
+            for _, name in iter_declared_tool_calls(message):
+                self._replay.tool_names.setdefault(name)
         tokens = self._counter.count_message(message)
         self._replay.tokens.append(tokens)
         self._replay.prints.append(message_fingerprint(message))
@@ -714,7 +712,7 @@ class CacheAwareReplay:
                 self._note_task(message, index)
         decisions.history_tokens += tokens
         if isinstance(message, ToolMessage):
-            self._note_tool_result(message, index)
+            self._note_tool_result(history, message, index)
 
     def _note_task(self, message: BaseMessage, index: int) -> None:
         """The task pinned after a cut: the user's words only (a note stored with them by
@@ -749,8 +747,10 @@ class CacheAwareReplay:
             self._task_copies.put(0, (task,), history, copy)
         return copy
 
-    def _note_tool_result(self, message: ToolMessage, index: int) -> None:
-        name = message.name or self._replay.tool_names.get(call_key(message.tool_call_id), "")
+    def _note_tool_result(
+        self, history: Sequence[BaseMessage], message: ToolMessage, index: int
+    ) -> None:
+        name = message.name or _called_tool(history, index, message.tool_call_id)
         if name in self._compaction.exclude_tools:
             self._replay.excluded.append(index)
             return
@@ -1147,7 +1147,7 @@ class CacheAwareReplay:
                 if index not in kept:
                     yield values_of(history[index])
 
-        tool_names = frozenset(self._replay.tool_names.values())
+        tool_names = frozenset(self._replay.tool_names)
         plain = self._note_tokens(decisions, omitted)
         header = self._counter.count_message(
             HumanMessage(self._note(decisions, omitted, values=values_text((("", ("",)),))))
