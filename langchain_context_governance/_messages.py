@@ -46,6 +46,7 @@ __all__ = [
     "message_key",
     "message_keys",
     "messages_to_govern",
+    "readable_contents",
     "tool_names_by_call_id",
 ]
 
@@ -63,6 +64,11 @@ def as_message_list(messages: Sequence[MessageLikeRepresentation]) -> list[BaseM
         >>> as_message_list([("user", "hi")])
         [HumanMessage(content='hi', additional_kwargs={}, response_metadata={})]
     """
+    return readable_contents(_as_messages(messages))
+
+
+def _as_messages(messages: Sequence[MessageLikeRepresentation]) -> list[BaseMessage]:
+    """A new list of BaseMessage objects, with their contents not yet checked."""
     if isinstance(messages, (str, bytes)):
         raise TypeError("messages must be a sequence of messages, not a single string")
     if isinstance(messages, BaseMessage):
@@ -83,16 +89,24 @@ def as_message_list(messages: Sequence[MessageLikeRepresentation]) -> list[BaseM
                 raise ValueError(
                     f"message {index} cannot be read as a chat message: {error}"
                 ) from error
-    return _with_readable_content(converted)
+    return converted
 
 
-def _with_readable_content(messages: list[BaseMessage]) -> list[BaseMessage]:
+def readable_contents(messages: list[BaseMessage], *, start: int = 0) -> list[BaseMessage]:
     """`messages`, with a `None` content as "" (on a copy); ValueError names any other
-    content that is not a string or a list of strings and blocks."""
+    content that is not a string or a list of strings and blocks.
+
+    Only the messages from `start` on are read: a caller that checked the ones before on
+    an earlier call (the very same objects) skips them.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> [m.content for m in readable_contents([HumanMessage("hi"), HumanMessage("")])]
+        ['hi', '']
+    """
     # The common paths (every content text, or text and lists of strings and dicts) are
-    # checked by the set of types, with no Python loop: one pass over the whole history
-    # on every call.
-    contents = list(map(_CONTENT, messages))
+    # checked by the set of types, with no Python loop over the messages.
+    contents = list(map(_CONTENT, itertools.islice(messages, start, None)))
     kinds = set(map(type, contents))
     if kinds <= {str}:
         return messages
@@ -101,7 +115,7 @@ def _with_readable_content(messages: list[BaseMessage]) -> list[BaseMessage]:
         if set(map(type, itertools.chain.from_iterable(lists))) <= {str, dict}:
             return messages
     repaired: list[BaseMessage] | None = None
-    for index, content in enumerate(contents):
+    for index, content in enumerate(contents, start):
         if isinstance(content, str):
             continue
         if content is None:
@@ -124,7 +138,7 @@ def _with_readable_content(messages: list[BaseMessage]) -> list[BaseMessage]:
     return messages if repaired is None else repaired
 
 
-def messages_to_govern(value: Any) -> list[BaseMessage]:
+def messages_to_govern(value: Any, *, check_contents: bool = True) -> list[BaseMessage]:
     """The messages the governor is given, as a new list of BaseMessage objects.
 
     Takes what a Runnable in front of a chat model is given: a list of messages (or of
@@ -134,6 +148,11 @@ def messages_to_govern(value: Any) -> list[BaseMessage]:
     message with its id is removed, every earlier message for `REMOVE_ALL_MESSAGES`)
     and never sent; one that removes nothing is dropped with a warning.
 
+    With `check_contents=False` the contents are left to `readable_contents`, for a
+    caller that knows which messages it checked on an earlier call; where a
+    `RemoveMessage` is applied they are checked here all the same, so that an error
+    names the index the caller gave.
+
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
         >>> state = {"messages": [HumanMessage("hi"), AIMessage("yo", id="a1"),
@@ -142,7 +161,7 @@ def messages_to_govern(value: Any) -> list[BaseMessage]:
         ['hi', 'again']
     """
     if isinstance(value, PromptValue):
-        return as_message_list(value.to_messages())
+        value = value.to_messages()
     if isinstance(value, Mapping):
         if "messages" not in value:
             keys = ", ".join(repr(key) for key in list(value)[:5]) or "none"
@@ -151,12 +170,13 @@ def messages_to_govern(value: Any) -> list[BaseMessage]:
                 f"'messages' key; got a mapping whose keys are {keys}"
             )
         value = value["messages"]
-    return _apply_removals(as_message_list(value))
+    messages = _as_messages(value)
+    if not any(issubclass(kind, RemoveMessage) for kind in set(map(type, messages))):
+        return readable_contents(messages) if check_contents else messages
+    return _apply_removals(readable_contents(messages))
 
 
 def _apply_removals(messages: list[BaseMessage]) -> list[BaseMessage]:
-    if not any(issubclass(kind, RemoveMessage) for kind in set(map(type, messages))):
-        return messages
     kept: list[tuple[int, BaseMessage]] = []
     for index, message in enumerate(messages):
         if not isinstance(message, RemoveMessage):
@@ -278,7 +298,7 @@ def content_fingerprint(message: BaseMessage) -> int:
     the same fingerprint; a copy with other content does not. A string's hash is cached
     by Python on the string, so an unchanged message is fingerprinted in constant time.
     """
-    content = message.content
+    content = "" if message.content is None else message.content  # as the governor reads it
     content_key = content if isinstance(content, str) else _json_key(content)
     calls_key = ""
     if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
@@ -319,8 +339,16 @@ def message_key(message: BaseMessage) -> int:
         False
     """
     if message.id:
-        return hash((message.id, type(message), len(message.content)))
+        return hash((message.id, type(message), _content_length(message.content)))
     return message_fingerprint(message)
+
+
+def _content_length(content: object) -> int:
+    """The length `message_key` reads: a `None` content is read as "" (as the governor
+    reads it), content of no length (not yet checked) matches nothing."""
+    if content is None:
+        return 0
+    return len(content) if isinstance(content, (str, list)) else -1
 
 
 def message_keys(messages: Iterable[BaseMessage]) -> array[int]:
@@ -328,6 +356,11 @@ def message_keys(messages: Iterable[BaseMessage]) -> array[int]:
     items = messages if isinstance(messages, list) else list(messages)
     ids = list(map(_ID, items))
     if all(ids):
-        lengths = map(len, map(_CONTENT, items))
+        contents = list(map(_CONTENT, items))
+        try:
+            lengths = list(map(len, contents))
+        except TypeError:
+            # A history is compared before its contents are checked (a `None` content).
+            lengths = list(map(_content_length, contents))
         return array("q", map(hash, zip(ids, map(type, items), lengths, strict=True)))
     return array("q", map(message_key, items))

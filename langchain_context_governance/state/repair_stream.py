@@ -235,6 +235,10 @@ class RepairStream:
         # The remembered objects replaced those of the call before (a reloaded history),
         # and no call has read them yet.
         self._reloaded = False
+        # The continuation found for a list the call goes on to read (by
+        # `continued_by` or `same_objects_read`), so that a call compares its messages
+        # once; held until that read.
+        self._found: tuple[Sequence[BaseMessage], Continuation | None] | None = None
         self._keys = array("q")
         self._sources = array("q")
         # The final part as runs: each starts at a position with its source, and a run
@@ -303,9 +307,34 @@ class RepairStream:
         The caller goes on to `read` them: a reloaded history found here is not compared
         by key again there (see `_continuation`).
         """
-        continuation = self._continuation(messages) if self._read > 0 else None
+        if self._read == 0:
+            return False
+        continuation = self._continuation(messages)
+        self._found = (messages, continuation)
         self._reloaded = continuation == "reloaded"
         return continuation is not None
+
+    def same_objects_read(self, messages: Sequence[BaseMessage]) -> int:
+        """How many leading `messages` are the very objects read on earlier calls: all
+        those read where the call passes them as they were, else 0. `read` of this very
+        list takes the comparison made here.
+
+        Example:
+            >>> from langchain_core.messages import AIMessage, HumanMessage
+            >>> one = lambda message: 1
+            >>> stream = RepairStream(repair_group=lambda m, d: (m, {}), count_message=one)
+            >>> history = [HumanMessage("a"), AIMessage("b"), HumanMessage("c")]
+            >>> _ = stream.read(history)  # the last group stays pending
+            >>> stream.same_objects_read([*history, AIMessage("d")])
+            2
+            >>> stream.same_objects_read([HumanMessage("a"), *history[1:]])
+            0
+        """
+        found = self._found
+        if found is None or found[0] is not messages:
+            found = self._found = (messages, self._continuation(messages))
+            self._reloaded = found[1] == "reloaded"
+        return self._read if found[1] == "same objects" else 0
 
     def _continuation(self, messages: Sequence[BaseMessage]) -> Continuation | None:
         """How `messages` starts with the messages read, or None where it does not.
@@ -313,8 +342,14 @@ class RepairStream:
         Compared by identity first, then by key (`message_key`, in bulk). The new objects
         of a reloaded history replace the remembered ones, so the next comparison is by
         identity again; after `continued_by` found them reloaded, it still says so, as
-        what was made of the objects read before is not these objects'.
+        what was made of the objects read before is not these objects'. Where
+        `continued_by` or `same_objects_read` compared this very list, their finding is
+        taken.
         """
+        found, self._found = self._found, None
+        if found is not None and found[0] is messages:
+            self._reloaded = False
+            return found[1]
         known = self._read
         if len(messages) < known:
             return None
