@@ -64,32 +64,35 @@ def as_message_list(messages: Sequence[MessageLikeRepresentation]) -> list[BaseM
         >>> as_message_list([("user", "hi")])
         [HumanMessage(content='hi', additional_kwargs={}, response_metadata={})]
     """
-    return readable_contents(_as_messages(messages))
+    return readable_contents(_as_messages(messages)[0])
 
 
-def _as_messages(messages: Sequence[MessageLikeRepresentation]) -> list[BaseMessage]:
-    """A new list of BaseMessage objects, with their contents not yet checked."""
+def _as_messages(
+    messages: Sequence[MessageLikeRepresentation],
+) -> tuple[list[BaseMessage], set[type]]:
+    """A new list of BaseMessage objects, with their contents not yet checked, and the
+    set of their classes."""
     if isinstance(messages, (str, bytes)):
         raise TypeError("messages must be a sequence of messages, not a single string")
     if isinstance(messages, BaseMessage):
         raise TypeError("messages must be a sequence of messages; put the one message in a list")
     items = list(messages)
     # By the set of types: isinstance on a pydantic class is slow, 10,000 times a call.
-    if all(issubclass(kind, BaseMessage) for kind in set(map(type, items))):
-        converted: list[BaseMessage] = items  # type: ignore[assignment]
-    else:
-        converted = []
-        for index, item in enumerate(items):
-            if isinstance(item, BaseMessage):
-                converted.append(item)
-                continue
-            try:
-                converted.extend(convert_to_messages([item]))
-            except (ValueError, TypeError, NotImplementedError, KeyError) as error:
-                raise ValueError(
-                    f"message {index} cannot be read as a chat message: {error}"
-                ) from error
-    return converted
+    kinds = set(map(type, items))
+    if all(issubclass(kind, BaseMessage) for kind in kinds):
+        return items, kinds  # type: ignore[return-value]
+    converted: list[BaseMessage] = []
+    for index, item in enumerate(items):
+        if isinstance(item, BaseMessage):
+            converted.append(item)
+            continue
+        try:
+            converted.extend(convert_to_messages([item]))
+        except (ValueError, TypeError, NotImplementedError, KeyError) as error:
+            raise ValueError(
+                f"message {index} cannot be read as a chat message: {error}"
+            ) from error
+    return converted, set(map(type, converted))
 
 
 def readable_contents(messages: list[BaseMessage], *, start: int = 0) -> list[BaseMessage]:
@@ -170,8 +173,8 @@ def messages_to_govern(value: Any, *, check_contents: bool = True) -> list[BaseM
                 f"'messages' key; got a mapping whose keys are {keys}"
             )
         value = value["messages"]
-    messages = _as_messages(value)
-    if not any(issubclass(kind, RemoveMessage) for kind in set(map(type, messages))):
+    messages, kinds = _as_messages(value)
+    if not any(issubclass(kind, RemoveMessage) for kind in kinds):
         return readable_contents(messages) if check_contents else messages
     return _apply_removals(readable_contents(messages))
 
