@@ -45,6 +45,7 @@ __all__ = [
     "message_fingerprint",
     "message_key",
     "message_keys",
+    "message_keys_and_text",
     "messages_to_govern",
     "readable_contents",
     "tool_names_by_call_id",
@@ -356,14 +357,32 @@ def _content_length(content: object) -> int:
 
 def message_keys(messages: Iterable[BaseMessage]) -> array[int]:
     """`message_key` of each message, computed in bulk where every message has an id."""
+    return message_keys_and_text(messages)[0]
+
+
+def message_keys_and_text(messages: Iterable[BaseMessage]) -> tuple[array[int], bool]:
+    """`message_keys`, and whether every content is text (then `readable_contents` has
+    nothing to look at), found on the same pass: a history reloaded from a checkpoint
+    (new objects) is read once, not once for its keys and once for its contents.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> keys, text = message_keys_and_text([HumanMessage("hi", id="m1")])
+        >>> len(keys), text
+        (1, True)
+        >>> message_keys_and_text([HumanMessage(["hi"], id="m1")])[1]
+        False
+    """
     items = messages if isinstance(messages, list) else list(messages)
     ids = list(map(_ID, items))
-    if all(ids):
-        contents = list(map(_CONTENT, items))
-        try:
-            lengths = list(map(len, contents))
-        except TypeError:
-            # A history is compared before its contents are checked (a `None` content).
-            lengths = list(map(_content_length, contents))
-        return array("q", map(hash, zip(ids, map(type, items), lengths, strict=True)))
-    return array("q", map(message_key, items))
+    if not all(ids):
+        return array("q", map(message_key, items)), False
+    contents = list(map(_CONTENT, items))
+    kinds = set(map(type, contents))
+    if kinds <= {str, list}:
+        lengths = list(map(len, contents))
+    else:
+        # A history is compared before its contents are checked (a `None` content).
+        lengths = list(map(_content_length, contents))
+    keys = array("q", map(hash, zip(ids, map(type, items), lengths, strict=True)))
+    return keys, kinds <= {str}

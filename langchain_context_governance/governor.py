@@ -655,7 +655,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         same request: governance never blocks a thread or an event loop on a lock. A
         record written elsewhere since this state's last call is taken up
         (`_continue_from_record`). Only the contents of messages the conversation has
-        not read before as these very objects are checked (`readable_contents`).
+        not read before (as these very objects, or as equal messages of text) are
+        checked (`readable_contents`).
         """
         state = self._conversations.state_for(thread_id, given)
         if not state.lock.acquire(blocking=False):
@@ -665,7 +666,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             yield state, messages
             return
         try:
-            messages = readable_contents(given, start=state.repairs.same_objects_read(given))
+            messages = readable_contents(given, start=state.repairs.checked_before(given))
             self._continue_from_record(state, record, messages)
             yield state, messages
         finally:

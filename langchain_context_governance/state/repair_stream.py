@@ -51,7 +51,11 @@ from typing import Literal, overload
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_context_governance._added import synthetic_user_turn
-from langchain_context_governance._messages import iter_declared_tool_calls, message_keys
+from langchain_context_governance._messages import (
+    iter_declared_tool_calls,
+    message_keys,
+    message_keys_and_text,
+)
 from langchain_context_governance.passes._names import ALTERNATION as ALTERNATION_PASS_NAME
 from langchain_context_governance.passes._names import PROVIDER_RULES as BRIDGE_PASS_NAME
 from langchain_context_governance.passes.alternation import can_merge_turns, merge_turns
@@ -236,9 +240,10 @@ class RepairStream:
         # and no call has read them yet.
         self._reloaded = False
         # The continuation found for a list the call goes on to read (by
-        # `continued_by` or `same_objects_read`), so that a call compares its messages
-        # once; held until that read.
-        self._found: tuple[Sequence[BaseMessage], Continuation | None] | None = None
+        # `continued_by` or `checked_before`), and how many of its leading messages need
+        # no content check, so that a call compares its messages once; held until that
+        # read.
+        self._found: tuple[Sequence[BaseMessage], Continuation | None, int] | None = None
         self._keys = array("q")
         self._sources = array("q")
         # The final part as runs: each starts at a position with its source, and a run
@@ -309,58 +314,66 @@ class RepairStream:
         """
         if self._read == 0:
             return False
-        continuation = self._continuation(messages)
-        self._found = (messages, continuation)
-        self._reloaded = continuation == "reloaded"
-        return continuation is not None
+        self._found = (messages, *self._compare(messages))
+        self._reloaded = self._found[1] == "reloaded"
+        return self._found[1] is not None
 
-    def same_objects_read(self, messages: Sequence[BaseMessage]) -> int:
-        """How many leading `messages` are the very objects read on earlier calls: all
-        those read where the call passes them as they were, else 0. `read` of this very
-        list takes the comparison made here.
+    def checked_before(self, messages: Sequence[BaseMessage]) -> int:
+        """How many leading `messages` need no look at their contents: the very objects
+        read on earlier calls, where the call passes them as they were, or those of a
+        reloaded history found equal by key whose contents are all text; else 0. `read`
+        of this very list takes the comparison made here.
 
         Example:
             >>> from langchain_core.messages import AIMessage, HumanMessage
             >>> one = lambda message: 1
             >>> stream = RepairStream(repair_group=lambda m, d: (m, {}), count_message=one)
-            >>> history = [HumanMessage("a"), AIMessage("b"), HumanMessage("c")]
+            >>> history = [HumanMessage("a", id="1"), AIMessage("b", id="2"), HumanMessage("c")]
             >>> _ = stream.read(history)  # the last group stays pending
-            >>> stream.same_objects_read([*history, AIMessage("d")])
+            >>> stream.checked_before([*history, AIMessage("d")])
             2
-            >>> stream.same_objects_read([HumanMessage("a"), *history[1:]])
+            >>> stream.checked_before([HumanMessage("a", id="1"), *history[1:]])  # reloaded
+            2
+            >>> stream.checked_before([HumanMessage("z"), *history[1:]])  # another history
             0
         """
         found = self._found
         if found is None or found[0] is not messages:
-            found = self._found = (messages, self._continuation(messages))
+            found = self._found = (messages, *self._compare(messages))
             self._reloaded = found[1] == "reloaded"
-        return self._read if found[1] == "same objects" else 0
+        return found[2]
 
     def _continuation(self, messages: Sequence[BaseMessage]) -> Continuation | None:
-        """How `messages` starts with the messages read, or None where it does not.
-
-        Compared by identity first, then by key (`message_key`, in bulk). The new objects
-        of a reloaded history replace the remembered ones, so the next comparison is by
-        identity again; after `continued_by` found them reloaded, it still says so, as
-        what was made of the objects read before is not these objects'. Where
-        `continued_by` or `same_objects_read` compared this very list, their finding is
-        taken.
-        """
+        """How `messages` starts with the messages read, or None where it does not (see
+        `_compare`); where `continued_by` or `checked_before` compared this very list,
+        their finding is taken."""
         found, self._found = self._found, None
         if found is not None and found[0] is messages:
             self._reloaded = False
             return found[1]
+        return self._compare(messages)[0]
+
+    def _compare(self, messages: Sequence[BaseMessage]) -> tuple[Continuation | None, int]:
+        """How `messages` starts with the messages read, and how many leading messages
+        need no look at their contents (see `checked_before`).
+
+        Compared by identity first, then by key (`message_key`, in bulk). The new objects
+        of a reloaded history replace the remembered ones, so the next comparison is by
+        identity again; after `continued_by` found them reloaded, it still says so, as
+        what was made of the objects read before is not these objects'.
+        """
         known = self._read
         if len(messages) < known:
-            return None
+            return None, 0
         reloaded, self._reloaded = self._reloaded, False
         if all(map(operator.is_, map(_dereference, self._refs), islice(messages, known))):
-            return "reloaded" if reloaded else "same objects"
+            return ("reloaded", 0) if reloaded else ("same objects", known)
         read = list(islice(messages, known))
-        if message_keys(read) != self._keys:
-            return None
+        keys, text = message_keys_and_text(read)
+        if keys != self._keys:
+            return None, 0
         self._refs = list(map(weakref.ref, read))
-        return "reloaded"
+        return "reloaded", known if text else 0
 
     def _declared_before(self, start: int) -> Callable[[str], bool]:
         """Whether a call id was declared by a final group before caller index `start`."""

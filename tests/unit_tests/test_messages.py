@@ -150,6 +150,19 @@ def test_a_later_call_checks_the_contents_of_the_messages_it_has_not_read(
     assert governor.govern(later, thread_id=thread_id).messages == fresh.messages
 
 
+def test_a_reloaded_history_equal_by_key_still_has_its_content_blocks_checked() -> None:
+    governor = ContextGovernor(context_window_tokens=8_000)
+    messages = history()
+    messages[1] = HumanMessage(["read", "a.py"], id="u1")
+    governor.govern(messages)
+    broken = HumanMessage(["read", "a.py"], id="u1")
+    broken.content = ["read", 7]  # type: ignore[list-item]
+    reloaded = [message.model_copy() for message in messages]
+    reloaded[1] = broken
+    with pytest.raises(ValueError, match="message 1: a content block must be a string or a dict"):
+        governor.govern(reloaded)
+
+
 def test_a_reloaded_history_with_content_none_gives_the_request_of_a_fresh_governor() -> None:
     governor = ContextGovernor(context_window_tokens=8_000)
     messages = history()
