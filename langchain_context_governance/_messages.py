@@ -47,7 +47,9 @@ __all__ = [
     "message_fingerprint",
     "message_key",
     "message_keys",
+    "message_keys_and_text",
     "messages_to_govern",
+    "readable_contents",
     "tool_names_by_call_id",
 ]
 
@@ -65,36 +67,52 @@ def as_message_list(messages: Sequence[MessageLikeRepresentation]) -> list[BaseM
         >>> as_message_list([("user", "hi")])
         [HumanMessage(content='hi', additional_kwargs={}, response_metadata={})]
     """
+    return readable_contents(_as_messages(messages)[0])
+
+
+def _as_messages(
+    messages: Sequence[MessageLikeRepresentation],
+) -> tuple[list[BaseMessage], set[type]]:
+    """A new list of BaseMessage objects, with their contents not yet checked, and the
+    set of their classes."""
     if isinstance(messages, (str, bytes)):
         raise TypeError("messages must be a sequence of messages, not a single string")
     if isinstance(messages, BaseMessage):
         raise TypeError("messages must be a sequence of messages; put the one message in a list")
     items = list(messages)
     # By the set of types: isinstance on a pydantic class is slow, 10,000 times a call.
-    if all(issubclass(kind, BaseMessage) for kind in set(map(type, items))):
-        converted: list[BaseMessage] = items  # type: ignore[assignment]
-    else:
-        converted = []
-        for index, item in enumerate(items):
-            if isinstance(item, BaseMessage):
-                converted.append(item)
-                continue
-            try:
-                converted.extend(convert_to_messages([item]))
-            except (ValueError, TypeError, NotImplementedError, KeyError) as error:
-                raise ValueError(
-                    f"message {index} cannot be read as a chat message: {error}"
-                ) from error
-    return _with_readable_content(converted)
+    kinds = set(map(type, items))
+    if all(issubclass(kind, BaseMessage) for kind in kinds):
+        return items, kinds  # type: ignore[return-value]
+    converted: list[BaseMessage] = []
+    for index, item in enumerate(items):
+        if isinstance(item, BaseMessage):
+            converted.append(item)
+            continue
+        try:
+            converted.extend(convert_to_messages([item]))
+        except (ValueError, TypeError, NotImplementedError, KeyError) as error:
+            raise ValueError(
+                f"message {index} cannot be read as a chat message: {error}"
+            ) from error
+    return converted, set(map(type, converted))
 
 
-def _with_readable_content(messages: list[BaseMessage]) -> list[BaseMessage]:
+def readable_contents(messages: list[BaseMessage], *, start: int = 0) -> list[BaseMessage]:
     """`messages`, with a `None` content as "" (on a copy); ValueError names any other
-    content that is not a string or a list of strings and blocks."""
+    content that is not a string or a list of strings and blocks.
+
+    Only the messages from `start` on are read: a caller that checked the ones before on
+    an earlier call (the very same objects) skips them.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> [m.content for m in readable_contents([HumanMessage("hi"), HumanMessage("")])]
+        ['hi', '']
+    """
     # The common paths (every content text, or text and lists of strings and dicts) are
-    # checked by the set of types, with no Python loop: one pass over the whole history
-    # on every call.
-    contents = list(map(_CONTENT, messages))
+    # checked by the set of types, with no Python loop over the messages.
+    contents = list(map(_CONTENT, itertools.islice(messages, start, None)))
     kinds = set(map(type, contents))
     if kinds <= {str}:
         return messages
@@ -103,7 +121,7 @@ def _with_readable_content(messages: list[BaseMessage]) -> list[BaseMessage]:
         if set(map(type, itertools.chain.from_iterable(lists))) <= {str, dict}:
             return messages
     repaired: list[BaseMessage] | None = None
-    for index, content in enumerate(contents):
+    for index, content in enumerate(contents, start):
         if isinstance(content, str):
             continue
         if content is None:
@@ -126,7 +144,7 @@ def _with_readable_content(messages: list[BaseMessage]) -> list[BaseMessage]:
     return messages if repaired is None else repaired
 
 
-def messages_to_govern(value: Any) -> list[BaseMessage]:
+def messages_to_govern(value: Any, *, check_contents: bool = True) -> list[BaseMessage]:
     """The messages the governor is given, as a new list of BaseMessage objects.
 
     Takes what a Runnable in front of a chat model is given: a list of messages (or of
@@ -136,6 +154,11 @@ def messages_to_govern(value: Any) -> list[BaseMessage]:
     message with its id is removed, every earlier message for `REMOVE_ALL_MESSAGES`)
     and never sent; one that removes nothing is dropped with a warning.
 
+    With `check_contents=False` the contents are left to `readable_contents`, for a
+    caller that knows which messages it checked on an earlier call; where a
+    `RemoveMessage` is applied they are checked here all the same, so that an error
+    names the index the caller gave.
+
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
         >>> state = {"messages": [HumanMessage("hi"), AIMessage("yo", id="a1"),
@@ -144,7 +167,7 @@ def messages_to_govern(value: Any) -> list[BaseMessage]:
         ['hi', 'again']
     """
     if isinstance(value, PromptValue):
-        return as_message_list(value.to_messages())
+        value = value.to_messages()
     if isinstance(value, Mapping):
         if "messages" not in value:
             keys = ", ".join(repr(key) for key in list(value)[:5]) or "none"
@@ -153,12 +176,13 @@ def messages_to_govern(value: Any) -> list[BaseMessage]:
                 f"'messages' key; got a mapping whose keys are {keys}"
             )
         value = value["messages"]
-    return _apply_removals(as_message_list(value))
+    messages, kinds = _as_messages(value)
+    if not any(issubclass(kind, RemoveMessage) for kind in kinds):
+        return readable_contents(messages) if check_contents else messages
+    return _apply_removals(readable_contents(messages))
 
 
 def _apply_removals(messages: list[BaseMessage]) -> list[BaseMessage]:
-    if not any(issubclass(kind, RemoveMessage) for kind in set(map(type, messages))):
-        return messages
     kept: list[tuple[int, BaseMessage]] = []
     for index, message in enumerate(messages):
         if not isinstance(message, RemoveMessage):
@@ -280,7 +304,7 @@ def content_fingerprint(message: BaseMessage) -> int:
     the same fingerprint; a copy with other content does not. A string's hash is cached
     by Python on the string, so an unchanged message is fingerprinted in constant time.
     """
-    content = message.content
+    content = "" if message.content is None else message.content  # as the governor reads it
     content_key = content if isinstance(content, str) else _json_key(content)
     calls_key = ""
     if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
@@ -333,15 +357,46 @@ def message_key(message: BaseMessage) -> int:
         False
     """
     if message.id:
-        return hash((message.id, type(message), len(message.content)))
+        return hash((message.id, type(message), _content_length(message.content)))
     return message_fingerprint(message)
+
+
+def _content_length(content: object) -> int:
+    """The length `message_key` reads: a `None` content is read as "" (as the governor
+    reads it), content of no length (not yet checked) matches nothing."""
+    if content is None:
+        return 0
+    return len(content) if isinstance(content, (str, list)) else -1
 
 
 def message_keys(messages: Iterable[BaseMessage]) -> array[int]:
     """`message_key` of each message, computed in bulk where every message has an id."""
+    return message_keys_and_text(messages)[0]
+
+
+def message_keys_and_text(messages: Iterable[BaseMessage]) -> tuple[array[int], bool]:
+    """`message_keys`, and whether every content is text (then `readable_contents` has
+    nothing to look at), found on the same pass: a history reloaded from a checkpoint
+    (new objects) is read once, not once for its keys and once for its contents.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> keys, text = message_keys_and_text([HumanMessage("hi", id="m1")])
+        >>> len(keys), text
+        (1, True)
+        >>> message_keys_and_text([HumanMessage(["hi"], id="m1")])[1]
+        False
+    """
     items = messages if isinstance(messages, list) else list(messages)
     ids = list(map(_ID, items))
-    if all(ids):
-        lengths = map(len, map(_CONTENT, items))
-        return array("q", map(hash, zip(ids, map(type, items), lengths, strict=True)))
-    return array("q", map(message_key, items))
+    if not all(ids):
+        return array("q", map(message_key, items)), False
+    contents = list(map(_CONTENT, items))
+    kinds = set(map(type, contents))
+    if kinds <= {str, list}:
+        lengths = list(map(len, contents))
+    else:
+        # A history is compared before its contents are checked (a `None` content).
+        lengths = list(map(_content_length, contents))
+    keys = array("q", map(hash, zip(ids, map(type, items), lengths, strict=True)))
+    return keys, kinds <= {str}

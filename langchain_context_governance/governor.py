@@ -18,7 +18,7 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
-from langchain_context_governance._messages import messages_to_govern
+from langchain_context_governance._messages import messages_to_govern, readable_contents
 from langchain_context_governance._settings import reject_unknown_settings
 from langchain_context_governance.errors import ContextBudgetExceeded
 from langchain_context_governance.model_settings import (
@@ -598,10 +598,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         for its length (see overflow.py); the retry's request is governed with a
         calibration raised to fit.
         """
-        original = _to_message_list(messages)
+        given = _to_message_list(messages)
         if record is None:
             record = self._stored_record(thread_id)
-        with self._conversation(thread_id, original, record) as state:
+        with self._conversation(thread_id, given, record) as (state, original):
             tools_tokens = self._tools_tokens(tools)
             result, job, previous = self._govern_with(state, original, tools_tokens, overflows)
             if job is not None:
@@ -627,10 +627,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             return self.govern(
                 messages, thread_id=thread_id, tools=tools, record=record, overflows=overflows
             )
-        original = _to_message_list(messages)
+        given = _to_message_list(messages)
         if record is None:
             record = await self._astored_record(thread_id)
-        with self._conversation(thread_id, original, record) as state:
+        with self._conversation(thread_id, given, record) as (state, original):
             tools_tokens = self._tools_tokens(tools)
             result, job, previous = self._govern_with(state, original, tools_tokens, overflows)
             if job is not None:
@@ -645,25 +645,30 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     def _conversation(
         self,
         thread_id: str | None,
-        messages: list[BaseMessage],
+        given: list[BaseMessage],
         record: Mapping[str, Any] | None,
-    ) -> Iterator[ConversationState]:
-        """The conversation's state, held by this call; a fresh one where another holds it.
+    ) -> Iterator[tuple[ConversationState, list[BaseMessage]]]:
+        """The conversation's state, held by this call (a fresh one where another holds
+        it), and the messages `given` with their contents checked.
 
         Rather than wait for the other call, govern from a fresh state, which gives the
         same request: governance never blocks a thread or an event loop on a lock. A
         record written elsewhere since this state's last call is taken up
-        (`_continue_from_record`).
+        (`_continue_from_record`). Only the contents of messages the conversation has
+        not read before (as these very objects, or as equal messages of text) are
+        checked (`readable_contents`).
         """
-        state = self._conversations.state_for(thread_id, messages)
+        state = self._conversations.state_for(thread_id, given)
         if not state.lock.acquire(blocking=False):
             state = self._new_conversation()
+            messages = readable_contents(given)
             self._continue_from_record(state, record, messages)
-            yield state
+            yield state, messages
             return
         try:
+            messages = readable_contents(given, start=state.repairs.checked_before(given))
             self._continue_from_record(state, record, messages)
-            yield state
+            yield state, messages
         finally:
             state.lock.release()
 
@@ -1325,7 +1330,8 @@ def _warn_over_budget(report: GovernanceReport) -> None:
 
 
 def _to_message_list(messages: GovernorInput) -> list[BaseMessage]:
-    return messages_to_govern(messages)
+    """The messages given, their contents left to `_conversation` to check."""
+    return messages_to_govern(messages, check_contents=False)
 
 
 def _run_steps(

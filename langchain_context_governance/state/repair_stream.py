@@ -55,6 +55,7 @@ from langchain_context_governance._messages import (
     call_key,
     iter_declared_tool_calls,
     message_keys,
+    message_keys_and_text,
 )
 from langchain_context_governance._packing import PackedInts, as_count
 from langchain_context_governance.passes._names import ALTERNATION as ALTERNATION_PASS_NAME
@@ -251,6 +252,11 @@ class RepairStream:
         # The remembered objects replaced those of the call before (a reloaded history),
         # and no call has read them yet.
         self._reloaded = False
+        # The continuation found for a list the call goes on to read (by
+        # `continued_by` or `checked_before`), and how many of its leading messages need
+        # no content check, so that a call compares its messages once; held until that
+        # read.
+        self._found: tuple[Sequence[BaseMessage], Continuation | None, int] | None = None
         # Keys of the messages read (`message_key`), or None where they were taken from a
         # record (`restore`): the history's digest stands for them until next needed.
         self._keys: array[int] | None = array("q")
@@ -394,12 +400,50 @@ class RepairStream:
         The caller goes on to `read` them: a reloaded history found here is not compared
         by key again there (see `_continuation`).
         """
-        continuation = self._continuation(messages) if self._read > 0 else None
-        self._reloaded = continuation == "reloaded"
-        return continuation is not None
+        if self._read == 0:
+            return False
+        self._found = (messages, *self._compare(messages))
+        self._reloaded = self._found[1] == "reloaded"
+        return self._found[1] is not None
+
+    def checked_before(self, messages: Sequence[BaseMessage]) -> int:
+        """How many leading `messages` need no look at their contents: the very objects
+        read on earlier calls, where the call passes them as they were, or those of a
+        reloaded history found equal by key whose contents are all text; else 0. `read`
+        of this very list takes the comparison made here.
+
+        Example:
+            >>> from langchain_core.messages import AIMessage, HumanMessage
+            >>> one = lambda message: 1
+            >>> stream = RepairStream(repair_group=lambda m, d: (m, {}), count_message=one)
+            >>> history = [HumanMessage("a", id="1"), AIMessage("b", id="2"), HumanMessage("c")]
+            >>> _ = stream.read(history)  # the last group stays pending
+            >>> stream.checked_before([*history, AIMessage("d")])
+            2
+            >>> stream.checked_before([HumanMessage("a", id="1"), *history[1:]])  # reloaded
+            2
+            >>> stream.checked_before([HumanMessage("z"), *history[1:]])  # another history
+            0
+        """
+        found = self._found
+        if found is None or found[0] is not messages:
+            found = self._found = (messages, *self._compare(messages))
+            self._reloaded = found[1] == "reloaded"
+        return found[2]
 
     def _continuation(self, messages: Sequence[BaseMessage]) -> Continuation | None:
-        """How `messages` starts with the messages read, or None where it does not.
+        """How `messages` starts with the messages read, or None where it does not (see
+        `_compare`); where `continued_by` or `checked_before` compared this very list,
+        their finding is taken."""
+        found, self._found = self._found, None
+        if found is not None and found[0] is messages:
+            self._reloaded = False
+            return found[1]
+        return self._compare(messages)[0]
+
+    def _compare(self, messages: Sequence[BaseMessage]) -> tuple[Continuation | None, int]:
+        """How `messages` starts with the messages read, and how many leading messages
+        need no look at their contents (see `checked_before`).
 
         Compared by identity first, then by key (`message_key`, in bulk). The new objects
         of a reloaded history replace the remembered ones, so the next comparison is by
@@ -408,20 +452,21 @@ class RepairStream:
         """
         known = self._read
         if len(messages) < known:
-            return None
+            return None, 0
         reloaded, self._reloaded = self._reloaded, False
         if all(map(operator.is_, map(_dereference, self._refs), islice(messages, known))):
-            return "reloaded" if reloaded else "same objects"
+            return ("reloaded", 0) if reloaded else ("same objects", known)
         read = list(islice(messages, known))
+        keys, text = message_keys_and_text(read)
         if self._keys is None:
             # Restored from a record: compared by the digest the record was checked by.
             if HistoryDigest().add(read).hexdigest() != self._digest.hexdigest():
-                return None
-            self._keys = message_keys(read)
-        elif message_keys(read) != self._keys:
-            return None
+                return None, 0
+            self._keys = keys
+        elif keys != self._keys:
+            return None, 0
         self._refs = list(map(weakref.ref, read))
-        return "reloaded"
+        return "reloaded", known if text else 0
 
     def _declared_before(self, start: int) -> Callable[[str], bool]:
         """Whether a call id was declared by a final group before caller index `start`."""

@@ -133,6 +133,49 @@ def test_content_of_another_type_is_a_value_error_naming_the_message(
         ContextGovernor().invoke([SystemMessage("s"), broken])
 
 
+@pytest.mark.parametrize("thread_id", [None, "t"])
+def test_a_later_call_checks_the_contents_of_the_messages_it_has_not_read(
+    thread_id: str | None,
+) -> None:
+    governor = ContextGovernor(context_window_tokens=8_000)
+    messages = history()
+    governor.govern(messages, thread_id=thread_id)
+    broken = HumanMessage("x")
+    broken.content = 42  # type: ignore[assignment]
+    with pytest.raises(ValueError, match="message 6: content must be a string"):
+        governor.govern([*messages, ai_calls(call("c2")), broken], thread_id=thread_id)
+    # What was read before is not read again; the call after the error is governed whole.
+    later = [*messages, AIMessage("done", id="a2"), HumanMessage("more", id="u3")]
+    fresh = ContextGovernor(context_window_tokens=8_000).govern(later)
+    assert governor.govern(later, thread_id=thread_id).messages == fresh.messages
+
+
+def test_a_reloaded_history_equal_by_key_still_has_its_content_blocks_checked() -> None:
+    governor = ContextGovernor(context_window_tokens=8_000)
+    messages = history()
+    messages[1] = HumanMessage(["read", "a.py"], id="u1")
+    governor.govern(messages)
+    broken = HumanMessage(["read", "a.py"], id="u1")
+    broken.content = ["read", 7]  # type: ignore[list-item]
+    reloaded = [message.model_copy() for message in messages]
+    reloaded[1] = broken
+    with pytest.raises(ValueError, match="message 1: a content block must be a string or a dict"):
+        governor.govern(reloaded)
+
+
+def test_a_reloaded_history_with_content_none_gives_the_request_of_a_fresh_governor() -> None:
+    governor = ContextGovernor(context_window_tokens=8_000)
+    messages = history()
+    governor.govern(messages)
+    for grown in (
+        [*messages, without_content(AIMessage("", id="a2"))],
+        [*messages, without_content(AIMessage("", id="a2")), HumanMessage("go on", id="u3")],
+    ):
+        reloaded = [message.model_copy() for message in grown]
+        fresh = ContextGovernor(context_window_tokens=8_000).govern(reloaded)
+        assert governor.govern(reloaded).messages == fresh.messages
+
+
 def test_messages_to_govern_leaves_a_list_without_removals_as_read() -> None:
     messages = history()
     governed = messages_to_govern(messages)

@@ -321,13 +321,13 @@ def test_a_reloaded_history_found_by_lookup_is_compared_by_key_once(
     from langchain_context_governance.state import repair_stream
 
     compared: list[int] = []
-    message_keys = repair_stream.message_keys
+    message_keys_and_text = repair_stream.message_keys_and_text
 
     def counting(messages: Any) -> Any:
         compared.append(len(messages))
-        return message_keys(messages)
+        return message_keys_and_text(messages)
 
-    monkeypatch.setattr(repair_stream, "message_keys", counting)
+    monkeypatch.setattr(repair_stream, "message_keys_and_text", counting)
     stream = RepairStream(repair_group=lambda m, d: (m, {}), count_message=lambda m: 1)
     history = tool_loop(20, size=800)
     stream.read(history)
