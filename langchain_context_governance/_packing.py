@@ -45,7 +45,7 @@ class PackedInts:
     end) and the one or two bytes after them.
     """
 
-    __slots__ = ("_count", "_tail", "_text", "_typecode", "_wanted")
+    __slots__ = ("_count", "_packed", "_tail", "_text", "_typecode", "_wanted")
 
     def __init__(self, typecode: str = "q") -> None:
         if typecode not in ("i", "q"):
@@ -55,6 +55,8 @@ class PackedInts:
 
     def _start_over(self, typecode: str) -> None:
         self._typecode, self._count, self._text, self._tail = typecode, 0, "", b""
+        # The last text made, given again while the column has not grown.
+        self._packed: str | None = None
 
     def pack(self, values: Collection[Any], number: Callable[[Any], int] | None = None) -> str:
         """`values` (the column now: what it held at the last call, and more) packed,
@@ -62,6 +64,8 @@ class PackedInts:
         every call)."""
         if len(values) < self._count:
             self._start_over(self._wanted)
+        if len(values) == self._count and self._packed is not None:
+            return self._packed
         if isinstance(values, (array, list)):
             new: Iterable[Any] = values[self._count :]
         else:
@@ -76,7 +80,9 @@ class PackedInts:
         whole = len(added) - len(added) % 3
         self._text += base64.b64encode(added[:whole]).decode("ascii")
         self._tail, self._count = added[whole:], len(values)
-        return f"{self._typecode}:{self._text}{base64.b64encode(self._tail).decode('ascii')}"
+        tail = base64.b64encode(self._tail).decode("ascii")
+        self._packed = f"{self._typecode}:{self._text}{tail}"
+        return self._packed
 
     def take_up(self, text: Any) -> array[int]:
         """The integers of `text` (a column's `pack`), and this column continued from them:
@@ -87,7 +93,7 @@ class PackedInts:
             self._text, self._tail = packed[:-4], base64.b64decode(packed[-4:])
         else:
             self._text, self._tail = packed, b""
-        self._typecode, self._count = text[0], len(values)
+        self._typecode, self._count, self._packed = text[0], len(values), text
         return values
 
 
