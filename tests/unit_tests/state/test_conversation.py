@@ -5,6 +5,7 @@ import gc
 import threading
 import tracemalloc
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -286,26 +287,30 @@ def test_a_conversation_s_state_keeps_no_copy_of_large_messages() -> None:
     shared = governor(context_window_tokens=200_000)
     shared.govern(tool_loop(3), thread_id="warm-up")
 
-    def retained_by(thread_id: str, size: int) -> int:
-        gc.collect()
-        tracemalloc.start()
-        try:
-            before = tracemalloc.get_traced_memory()[0]
-            history = [*tool_loop(20, size=400), HumanMessage("a" * size), HumanMessage("b" * size)]
-            result = shared.govern(history, thread_id=thread_id)
-            assert any(len(str(m.content)) >= 2 * size for m in result.messages), "not merged"
-            history = [*history, ai_calls(call("late")), result_message("late")]
-            shared.govern(history, thread_id=thread_id)
-            del history, result
-            gc.collect()
-            return tracemalloc.get_traced_memory()[0] - before
-        finally:
-            tracemalloc.stop()
+    def play(thread_id: str, size: int) -> None:
+        history = [*tool_loop(20, size=400), HumanMessage("a" * size), HumanMessage("b" * size)]
+        result = shared.govern(history, thread_id=thread_id)
+        assert any(len(str(m.content)) >= 2 * size for m in result.messages), "not merged"
+        history = [*history, ai_calls(call("late")), result_message("late")]
+        shared.govern(history, thread_id=thread_id)
 
-    small = retained_by("small", 10)
-    large = retained_by("large", 50_000)
+    small = retained_by(lambda: play("small", 10))
+    large = retained_by(lambda: play("large", 50_000))
     assert large < 24 * 1024, large
     assert large - small < 2 * 1024, (small, large)
+
+
+def retained_by(play: Callable[[], None]) -> int:
+    """Bytes still allocated after `play` ran and what it made was dropped (tracemalloc)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        play()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
 
 
 def result_message(call_id: str) -> ToolMessage:
@@ -357,22 +362,13 @@ def test_after_a_cut_the_state_keeps_no_user_words_of_a_dropped_history() -> Non
     shared = governor(context_window_tokens=60_000, max_output_tokens=1_000, keep_recent=1_000)
     shared.govern(tool_loop(3), thread_id="warm-up")
 
-    def retained_by(thread_id: str, size: int) -> int:
-        gc.collect()
-        tracemalloc.start()
-        try:
-            before = tracemalloc.get_traced_memory()[0]
-            users = [HumanMessage("a" * size), AIMessage("ok"), HumanMessage("b" * size)]
-            history = [*tool_loop(2), *users, *tool_loop(80, size=3_000)[2:]]
-            result = shared.govern(history, thread_id=thread_id)
-            assert result.report.cut, "no cut"
-            assert any("b" * size in block_texts(m) for m in result.messages), "not pinned"
-            del history, result, users
-            gc.collect()
-            return tracemalloc.get_traced_memory()[0] - before
-        finally:
-            tracemalloc.stop()
+    def play(thread_id: str, size: int) -> None:
+        users = [HumanMessage("a" * size), AIMessage("ok"), HumanMessage("b" * size)]
+        history = [*tool_loop(2), *users, *tool_loop(80, size=3_000)[2:]]
+        result = shared.govern(history, thread_id=thread_id)
+        assert result.report.cut, "no cut"
+        assert any("b" * size in block_texts(m) for m in result.messages), "not pinned"
 
-    small = retained_by("small", 10)
-    large = retained_by("large", 50_000)
+    small = retained_by(lambda: play("small", 10))
+    large = retained_by(lambda: play("large", 50_000))
     assert large - small < 4 * 1024, (small, large)
