@@ -577,7 +577,7 @@ class CacheAwareReplay:
 
     def snapshot(self) -> dict[str, Any]:
         """The replay's decisions at its final positions as plain data a record carries
-        (positions, counts, call ids and tool names; no message, no fingerprint, which
+        (positions, counts and tool names; no message, no fingerprint, which
         every process salts anew): a replay on another worker continues from them with
         `restore`, where the same messages are read."""
         replay, decisions, packed = self._replay, self._decisions, self._packed

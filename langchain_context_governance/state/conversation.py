@@ -188,8 +188,8 @@ class ConversationState:
 
     def _record_read_more(self, record: GovernanceRecord) -> bool:
         stream = (record.resume or {}).get("stream")
-        read = stream.get("read") if isinstance(stream, Mapping) else None
-        return isinstance(read, int) and read > self.repairs.read_count
+        read = RepairStream.read_count_of(stream) if isinstance(stream, Mapping) else None
+        return read is not None and read > self.repairs.read_count
 
     def _resume(self, data: Mapping[str, Any] | None, messages: Sequence[BaseMessage]) -> None:
         """Take up the decisions another worker's state made on `messages`' history (its

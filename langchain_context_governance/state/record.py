@@ -14,14 +14,14 @@ travels with the thread:
 - `history`: how many messages the record was written for and a digest of the last
   one, so a record is used only for the history it continues;
 - `calibration`: the token counter's calibration (kept as given, see tokens/);
-- `resume`: what the repair stream and the compaction replay decided, as positions,
-  counts, call ids and tool names (`RepairStream.snapshot`, `CacheAwareReplay.snapshot`),
-  so a worker that never saw the thread continues from them at the cost of what is new
-  instead of replaying the history (a rebuild gives the same decisions, at the cost of
-  the whole history).
+- `resume`: what the repair stream, the compaction replay and the request rules decided,
+  as positions, counts, call-id digests and tool names (`RepairStream.snapshot`,
+  `CacheAwareReplay.snapshot`, `ContinuedRepair.snapshot`), so a worker that never saw
+  the thread continues from them at the cost of what is new instead of replaying the
+  history (a rebuild gives the same decisions, at the cost of the whole history).
 
-It holds no message and no copy of message content: counts, positions, digests, call
-ids and tool names, and the summary text. It is plain data (`to_dict`), so a LangGraph
+It holds no message and no copy of message content: counts, positions, digests, tool
+names, and the summary text. It is plain data (`to_dict`), so a LangGraph
 checkpointer stores it as a value of the graph state (`RECORD_KEY`), and a `BaseStore` as
 an item. A record of another `RECORD_VERSION` or made under other settings
 (`settings_digest`) is never read: `GovernanceRecord.from_dict` says why it cannot be

@@ -282,6 +282,13 @@ class RepairStream:
         """How many of the caller's messages the final part was read from."""
         return self._read
 
+    @staticmethod
+    def read_count_of(snapshot: Mapping[str, Any]) -> int | None:
+        """How many messages the stream that wrote `snapshot` had read (None where it
+        does not say)."""
+        read = snapshot.get("read")
+        return read if isinstance(read, int) and not isinstance(read, bool) else None
+
     def snapshot(self) -> dict[str, Any]:
         """The decisions on the final part as plain data a record carries (positions,
         recipes, the call ids declared, a digest of what was read; no message): a stream
