@@ -180,14 +180,17 @@ class GovernanceReport:
         return self.budget is None or self.corrected_tokens_after <= self.budget
 
     def fate(self, index: int) -> str:
-        """What happened to the input message at `index`: "cut", "compacted",
-        "truncated", "kept (<class>)" for a protected message before the cut, or "sent".
+        """What happened to the input message at `index`: "truncated" where its text was
+        cut to fit (wherever it is sent), "cut", "compacted", "kept (<class>)" for a
+        protected message before the cut, or "sent".
 
         Example:
             >>> report = GovernanceReport(10, 5, 8, cut=((1, 4),), kept=((2, "task"),))
             >>> [report.fate(index) for index in range(5)]
             ['sent', 'cut', 'kept (task)', 'cut', 'sent']
         """
+        if index in self.truncated:
+            return "truncated"
         for position, why in self.kept:
             if position == index:
                 return f"kept ({why})"
@@ -195,8 +198,6 @@ class GovernanceReport:
             return "cut"
         if index in self.compacted:
             return "compacted"
-        if index in self.truncated:
-            return "truncated"
         return "sent"
 
     def __str__(self) -> str:
@@ -695,6 +696,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             state.start_over()
             state.previous_request = state.calibration = state.serial = None
             state.over_budget_warned = False
+            state.truncation_warned = None
             return
         if record.history.continued_by(messages):
             state.continue_from(record, messages)
@@ -761,7 +763,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         job = run.summary_job if run is not None else None
         fit = run.fit if run is not None else None
         if job is None and fit is not None and fit.current_turn_truncated and fit.within_budget:
-            _warn_current_turn_truncated(report)
+            self._warn_truncated_once(state, report, len(original))
         if job is None and not report.within_budget:
             assert report.budget is not None
             if self.on_over_budget == "raise":
@@ -772,6 +774,20 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 state.over_budget_warned = True
                 _warn_over_budget(report)
         return GovernanceResult(messages=list(governed), report=report), job, previous
+
+    @staticmethod
+    def _warn_truncated_once(
+        state: ConversationState, report: GovernanceReport, history_length: int
+    ) -> None:
+        """Log the cut of the current turn once per turn: again only where the cut reaches
+        a message newer than the last one warned about (a new turn, new tool results), or
+        where the history was shortened below it."""
+        newest = max(report.truncated, default=0)
+        warned = state.truncation_warned
+        if warned is not None and newest <= warned < history_length:
+            return
+        state.truncation_warned = newest
+        _warn_current_turn_truncated(report)
 
     def _summary_job(
         self, state: ConversationState, history: Sequence[BaseMessage], plan: CompactionPlan
@@ -1306,7 +1322,8 @@ def _input_index(original: list[BaseMessage], message: BaseMessage) -> int | Non
 
 
 def _warn_current_turn_truncated(report: GovernanceReport) -> None:
-    """The current turn alone does not fit: it was cut last, and never silently."""
+    """The current turn alone does not fit: it was cut last, and never silently (once per
+    turn, see `ContextGovernor._warn_truncated_once`)."""
     logger.warning(
         "context governance: the current turn (the latest user message or the newest tool "
         "results) alone does not fit the budget of %d tokens; its text was cut to a head "

@@ -67,6 +67,7 @@ class ConversationState:
     `compaction="keep_recent"`) the cache-aware policy's decisions; `summary` the summary
     model's text for the latest cut; `previous_request` the digests of the previous
     request; `over_budget_warned` whether the conversation's over-budget warning was
+    logged; `truncation_warned` the newest message whose cut in the current turn was
     logged; `calibration` the counter's calibration (kept as given); `serial` the
     record this state wrote or took up last; `request_repairs` the provider rules of
     the conversation's successive requests (rules/continued.py).
@@ -95,6 +96,7 @@ class ConversationState:
     summary: SummaryRecord | None = None
     previous_request: PreviousRequest | None = None
     over_budget_warned: bool = False
+    truncation_warned: int | None = None
     calibration: Mapping[str, Any] | None = None
     serial: str | None = None
     request_repairs: ContinuedRepair | None = field(default=None, repr=False)
@@ -183,6 +185,7 @@ class ConversationState:
             None if record.previous_request is None else PreviousRequest(record.previous_request)
         )
         self.over_budget_warned = record.over_budget_warned
+        self.truncation_warned = record.truncation_warned
         self.calibration = record.calibration
         self.serial = record.serial
 
@@ -222,6 +225,7 @@ class ConversationState:
             summary=self.summary,
             previous_request=None if previous is None else previous.digests,
             over_budget_warned=self.over_budget_warned,
+            truncation_warned=self.truncation_warned,
             calibration=self.calibration,
             resume=resume,
         )

@@ -11,6 +11,8 @@ travels with the thread:
 - `previous_request`: digests of the previous request's messages, so the prefix report
   compares with the request the thread really sent last, whichever worker sent it;
 - `over_budget_warned`: the over-budget warning is logged once per conversation;
+- `truncation_warned`: the newest message whose cut in the current turn was logged, so the
+  warning that the current turn alone does not fit is logged once per turn;
 - `history`: how many messages the record was written for and a digest of the last
   one, so a record is used only for the history it continues;
 - `calibration`: the token counter's calibration (kept as given, see tokens/);
@@ -335,6 +337,7 @@ class GovernanceRecord:
     summary: SummaryRecord | None = None
     previous_request: bytes | None = None
     over_budget_warned: bool = False
+    truncation_warned: int | None = None
     calibration: Mapping[str, Any] | None = None
     resume: Mapping[str, Any] | None = None
     version: int = RECORD_VERSION
@@ -359,6 +362,7 @@ class GovernanceRecord:
             "settings": self.settings,
             "history": {"count": self.history.count, "last": _hex(self.history.last)},
             "over_budget_warned": self.over_budget_warned,
+            "truncation_warned": self.truncation_warned,
             "summary": None,
             "previous_request": None,
             "calibration": dict(self.calibration) if self.calibration is not None else None,
@@ -407,6 +411,7 @@ class GovernanceRecord:
                 ),
                 previous_request=None if previous is None else _unpack(previous),
                 over_budget_warned=bool(data.get("over_budget_warned", False)),
+                truncation_warned=_optional_int(data.get("truncation_warned")),
                 calibration=None if calibration is None else dict(calibration),
                 resume=_optional_mapping(data.get("resume")),
             )
@@ -426,6 +431,10 @@ def _int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"expected a count, got {value!r}")
     return value
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else _int(value)
 
 
 def _optional_mapping(value: Any) -> Mapping[str, Any] | None:

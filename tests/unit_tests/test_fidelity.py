@@ -253,6 +253,41 @@ def test_the_current_turn_alone_over_budget_is_cut_last_with_a_warning(caplog: A
     assert governed.report.fate(3) == "truncated"
 
 
+def test_the_current_turn_cut_is_logged_once_per_turn_on_any_worker(caplog: Any) -> None:
+    """An agent loop over a pasted document too large for the window: one WARNING for the
+    turn, not one per model call, also where the next call lands on another worker with
+    the record; a new oversized turn is logged again."""
+    settings = {"context_window_tokens": 3_000, "max_output_tokens": 0, "safety_buffer": 0}
+    governor, elsewhere = ContextGovernor(**settings), ContextGovernor(**settings)
+    history: list[BaseMessage] = [
+        SystemMessage("rules"),
+        HumanMessage("START " + "please read this log " * 1_500 + " END"),
+    ]
+
+    def warnings_of(run: Any) -> int:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="langchain_context_governance"):
+            run()
+        return sum("current turn" in record.getMessage() for record in caplog.records)
+
+    results = [governor.govern(history, thread_id="t")]
+    assert results[0].report.fate(1) == "truncated"
+    counts = []
+    for n, worker in enumerate((governor, elsewhere, governor)):
+        history = [*history, ai_calls(call(f"c{n}", "lookup")), result(f"c{n}", "ok")]
+
+        def call_model(
+            worker: ContextGovernor = worker, history: list[BaseMessage] = history
+        ) -> None:
+            results.append(worker.govern(history, thread_id="t", record=results[-1].record))
+
+        counts.append(warnings_of(call_model))
+        assert results[-1].report.fate(1) == "truncated"
+    assert counts == [0, 0, 0]
+    history = [*history, AIMessage("done"), HumanMessage("NEXT " + "another log " * 3_000)]
+    assert warnings_of(lambda: governor.govern(history, thread_id="t")) == 1
+
+
 def test_a_joined_front_message_is_cut_turn_by_turn_the_request_whole() -> None:
     """After a cut, the task, the note and the latest request are one message; where it
     must be cut, the task's words give way and the latest request stays whole."""
