@@ -40,12 +40,13 @@ class PackedInts:
     what was added since the last `pack`: a record written on every call costs the new
     positions, not the history. A column that shrank since is packed anew.
 
-    What is kept is the text itself: the base64 of every whole three bytes so far (base64
-    turns three bytes into four characters, so text made of such groups only grows at its
-    end) and the one or two bytes after them.
+    What is kept is the text itself, once: the base64 of every whole three bytes so far
+    (base64 turns three bytes into four characters, so text made of such groups only grows
+    at its end), then that of the one or two bytes after them (`_tail`), which the next
+    `pack` makes again with what was added.
     """
 
-    __slots__ = ("_count", "_packed", "_tail", "_text", "_typecode", "_wanted")
+    __slots__ = ("_count", "_packed", "_tail", "_typecode", "_wanted", "_whole")
 
     def __init__(self, typecode: str = "q") -> None:
         if typecode not in ("i", "q"):
@@ -54,9 +55,10 @@ class PackedInts:
         self._start_over(typecode)
 
     def _start_over(self, typecode: str) -> None:
-        self._typecode, self._count, self._text, self._tail = typecode, 0, "", b""
-        # The last text made, given again while the column has not grown.
-        self._packed: str | None = None
+        self._typecode, self._count, self._tail = typecode, 0, b""
+        self._packed = f"{typecode}:"
+        # Where the text of the tail's bytes starts in the packed text.
+        self._whole = len(self._packed)
 
     def pack(self, values: Collection[Any], number: Callable[[Any], int] | None = None) -> str:
         """`values` (the column now: what it held at the last call, and more) packed,
@@ -64,7 +66,7 @@ class PackedInts:
         every call)."""
         if len(values) < self._count:
             self._start_over(self._wanted)
-        if len(values) == self._count and self._packed is not None:
+        if len(values) == self._count:
             return self._packed
         if isinstance(values, (array, list)):
             new: Iterable[Any] = values[self._count :]
@@ -78,21 +80,18 @@ class PackedInts:
             self._start_over("q")
             return self.pack(values, number)
         whole = len(added) - len(added) % 3
-        self._text += base64.b64encode(added[:whole]).decode("ascii")
-        self._tail, self._count = added[whole:], len(values)
-        tail = base64.b64encode(self._tail).decode("ascii")
-        self._packed = f"{self._typecode}:{self._text}{tail}"
+        head = self._packed[: self._whole] + base64.b64encode(added[:whole]).decode("ascii")
+        self._tail, self._count, self._whole = added[whole:], len(values), len(head)
+        self._packed = head + base64.b64encode(self._tail).decode("ascii")
         return self._packed
 
     def take_up(self, text: Any) -> array[int]:
         """The integers of `text` (a column's `pack`), and this column continued from them:
         the next `pack` of them and more adds only the more."""
         values = unpack_ints(text)
-        packed: str = text[2:]
-        if packed.endswith("="):
-            self._text, self._tail = packed[:-4], base64.b64decode(packed[-4:])
-        else:
-            self._text, self._tail = packed, b""
+        # One or two bytes after the whole groups are four characters ending in "=".
+        self._whole = len(text) - 4 if text.endswith("=") else len(text)
+        self._tail = base64.b64decode(text[self._whole :])
         self._typecode, self._count, self._packed = text[0], len(values), text
         return values
 

@@ -180,7 +180,8 @@ class _Replay:
     task_cut: bool = False
     task_copied: bool = False
     task_tokens: int = 0
-    # Tokens of the plain note, by the messages it counts and whether it is brief.
+    # Tokens of the plain note, by the messages it counts and whether it is brief (a
+    # few: `_NOTE_COUNTS_KEPT`).
     note_tokens: dict[tuple[int, bool], int] = field(default_factory=dict)
     # Fingerprints are salted per process, so a replay restored from a record knows none
     # of those before this position: each is found (and kept) when first read.
@@ -316,9 +317,11 @@ class CompactionPlan:
 
 # Joined user turns and notes kept between calls: the front after a cut changes only at
 # the next cut. A cut has at most three notes (with the summary, with the values of what
-# it leaves out, plain), each holding those values: no more are kept.
+# it leaves out, plain), each kept by its text: no more are kept. The plain note's count
+# is kept for a few numbers of messages left out (a cut's search tries several).
 _JOINED_KEPT = 8
 _NOTES_KEPT = 3
+_NOTE_COUNTS_KEPT = 8
 # Characters a token holds in the approximate count: a first guess at how many characters
 # of values fit the tokens reserved for them, corrected by the counter.
 _CHARS_PER_TOKEN = 4
@@ -559,7 +562,7 @@ class CacheAwareReplay:
         self._shared_calibration = shared_calibration
         self._last_request: array[int] | None = None
         self._joined: MadeMessages[tuple[BaseMessage, int, int]] = MadeMessages(limit=_JOINED_KEPT)
-        self._notes: dict[tuple[int, str | None, str, bool], tuple[BaseMessage, int, int]] = {}
+        self._notes: dict[str, tuple[BaseMessage, int, int]] = {}
         self._full_note_tokens: int | None = None
         self.start_over()
 
@@ -775,10 +778,13 @@ class CacheAwareReplay:
         if omitted <= 0:
             return 0
         brief = self._brief_note(decisions)
-        known = self._replay.note_tokens.get((omitted, brief))
+        note_tokens = self._replay.note_tokens
+        known = note_tokens.get((omitted, brief))
         if known is None:
             known = self._counter.count_message(HumanMessage(cut_note(omitted, brief=brief)))
-            self._replay.note_tokens[(omitted, brief)] = known
+            if len(note_tokens) >= _NOTE_COUNTS_KEPT:
+                note_tokens.clear()
+            note_tokens[(omitted, brief)] = known
         return known
 
     def _note(
@@ -1510,14 +1516,16 @@ class CacheAwareReplay:
     ) -> tuple[BaseMessage, int, int]:
         """The note at a cut of `omitted` messages (with `summary` and the `values` they
         held; `brief`) as a user turn, its count and print."""
-        key = (omitted, summary, values, brief)
-        made = self._notes.get(key)
+        # Kept by its text, which is the note's own content: no second copy of the
+        # summary and the values.
+        text = cut_note(omitted, summary, values, brief=brief)
+        made = self._notes.get(text)
         if made is None:
-            note = cut_note_turn(cut_note(omitted, summary, values, brief=brief))
+            note = cut_note_turn(text)
             made = (note, self._counter.count_message(note), message_fingerprint(note))
             if len(self._notes) >= _NOTES_KEPT:
                 self._notes.clear()
-            self._notes[key] = made
+            self._notes[text] = made
         return made
 
     def _join_user_turns(self, sent: _Sent) -> None:
