@@ -32,9 +32,11 @@ served only to a call that passes those very objects: a conversation is never gi
 message made from another conversation's messages, however equal their text.
 
 A call normally passes the messages read before as the very same objects, which one
-identity check per message confirms. A history reloaded from a checkpoint (new objects,
-as the first call of every LangGraph run gets it) is matched by the messages' keys, in
-bulk, without reading their text; `message_key` says which in-place edits this sees.
+identity check per message confirms (`_ReadObjects`). A history reloaded from a checkpoint
+(new objects, as the first call of every LangGraph run gets it) is matched by the
+messages' keys, in bulk, without reading their text; `message_key` says which in-place
+edits this sees. Once the newest message read is freed (the run ended), the weak
+references are dropped together: an idle conversation keeps none.
 """
 
 from __future__ import annotations
@@ -222,6 +224,64 @@ class _Pending:
         self.recipes.extend(recipes)
 
 
+class _ReadObjects:
+    """The messages read, in order, by weak reference, while the newest of them lives.
+
+    A later call that passes these very objects is known by one identity check per
+    message. Once the newest is freed (the run that held the history ended; the next run
+    gets it reloaded from a checkpoint, as new objects), no call can pass them again, so
+    the references are dropped together and an idle conversation keeps none of them.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> history = [HumanMessage("a"), HumanMessage("b")]
+        >>> read = _ReadObjects()
+        >>> read.replace(history)
+        >>> read.are(history, 2), read.are([HumanMessage("a"), history[1]], 2)
+        (True, False)
+        >>> del history
+        >>> len(read)
+        0
+    """
+
+    __slots__ = ("__weakref__", "_refs", "_watch")
+
+    def __init__(self) -> None:
+        self._refs: list[weakref.ref[BaseMessage]] = []
+        self._watch: weakref.ref[BaseMessage] | None = None
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+    def are(self, messages: Sequence[BaseMessage], count: int) -> bool:
+        """Whether the first `count` of `messages` are the objects read."""
+        return len(self._refs) == count and all(
+            map(operator.is_, map(_dereference, self._refs), islice(messages, count))
+        )
+
+    def replace(self, messages: Sequence[BaseMessage]) -> None:
+        """Remember `messages` instead of the objects read before."""
+        self._refs = list(map(weakref.ref, messages))
+        self._watch_newest(messages)
+
+    def extend(self, messages: Sequence[BaseMessage]) -> None:
+        """Remember `messages`, read after those remembered."""
+        self._refs.extend(map(weakref.ref, messages))
+        self._watch_newest(messages)
+
+    def _watch_newest(self, messages: Sequence[BaseMessage]) -> None:
+        if not messages:
+            return
+        me = weakref.ref(self)
+
+        def forget(gone: weakref.ref[BaseMessage]) -> None:
+            read = me()
+            if read is not None and read._watch is gone:
+                read._refs, read._watch = [], None
+
+        self._watch = weakref.ref(messages[-1], forget)
+
+
 class RepairStream:
     """Repairs of one growing history, each group's decided once (see the module doc).
 
@@ -248,7 +308,7 @@ class RepairStream:
         """Forget what was read: the next call reads its history from the start."""
         # What was read: the caller's messages up to `_read`, the final part of the output.
         self._read = 0
-        self._refs: list[weakref.ref[BaseMessage]] = []
+        self._objects = _ReadObjects()
         # The remembered objects replaced those of the call before (a reloaded history),
         # and no call has read them yet.
         self._reloaded = False
@@ -349,7 +409,7 @@ class RepairStream:
             return False
         self._read = read
         self._digest = digest
-        self._refs = list(map(weakref.ref, history))
+        self._objects.replace(history)
         self._keys = None
         # What was made of the messages read is made again from these.
         self._reloaded = True
@@ -461,7 +521,7 @@ class RepairStream:
         if len(messages) < known:
             return None, 0
         reloaded, self._reloaded = self._reloaded, False
-        if all(map(operator.is_, map(_dereference, self._refs), islice(messages, known))):
+        if self._objects.are(messages, known):
             return ("reloaded", 0) if reloaded else ("same objects", known)
         read = list(islice(messages, known))
         keys, text = message_keys_and_text(read)
@@ -472,7 +532,7 @@ class RepairStream:
             self._keys = keys
         elif keys != self._keys:
             return None, 0
-        self._refs = list(map(weakref.ref, read))
+        self._objects.replace(read)
         return "reloaded", known if text else 0
 
     def _declared_before(self, start: int) -> Callable[[str], bool]:
@@ -612,7 +672,7 @@ class RepairStream:
         if up_to <= self._read:
             return
         read = list(islice(messages, self._read, up_to))
-        self._refs.extend(map(weakref.ref, read))
+        self._objects.extend(read)
         if self._keys is not None:
             self._keys.extend(message_keys(read))
         self._digest.add(read)

@@ -414,6 +414,21 @@ class MessageTokenCounter:
         with self._lock:
             return self._messages.stats()
 
+    def clear_cache(self) -> None:
+        """Forget every cached count of a message (each is counted again when next
+        needed), to free the cache's memory at once.
+
+        Example:
+            >>> from langchain_core.messages import HumanMessage
+            >>> counter = get_token_counter("approximate")
+            >>> _ = counter.count_message(HumanMessage("hello"))
+            >>> counter.clear_cache()
+            >>> counter.cache_stats().entries
+            0
+        """
+        with self._lock:
+            self._messages.clear()
+
     def _message_counts(self, messages: Sequence[BaseMessage]) -> tuple[_Backend, list[int]]:
         """The backend that counted and each message's count; misses are counted unlocked."""
         keys = [content_fingerprint(message) for message in messages]

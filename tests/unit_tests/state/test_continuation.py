@@ -11,6 +11,8 @@ and without a summary), results excluded from compaction, malformed stretches.
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -215,3 +217,23 @@ def count_calls(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
     monkeypatch.setattr(RepairStream, "_read_groups", counted_groups)
     monkeypatch.setattr(CacheAwareReplay, "_add", counted_add)
     return repaired, replayed
+
+
+def test_the_stream_drops_its_weak_references_once_the_newest_message_read_is_freed() -> None:
+    """An idle conversation (its run ended, its history freed) keeps no weak reference
+    per message; a later call with the history reloaded gives the same repaired history."""
+    stream = RepairStream(repair_group=lambda group, declared: (group, {}), count_message=len_one)
+    history = agent_run(4)
+    first = dumps(stream.read(history).history)
+    kept = history[:2]
+    assert weakref.getweakrefcount(kept[0]) == 1
+    again = reloaded(history)
+    del history
+    gc.collect()
+    assert weakref.getweakrefcount(kept[0]) == 0, "the references outlived the newest message"
+    assert dumps(stream.read(again).history) == first
+    assert weakref.getweakrefcount(again[0]) == 1
+
+
+def len_one(message: BaseMessage) -> int:
+    return 1
