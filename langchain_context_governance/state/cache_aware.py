@@ -65,7 +65,7 @@ from langchain_context_governance._messages import (
     iter_declared_tool_calls,
     message_fingerprint,
 )
-from langchain_context_governance._packing import PackedInts, as_count
+from langchain_context_governance._packing import PackedInts, as_count, pack_ints, unpack_ints
 from langchain_context_governance._reasoning import opens_with_thinking, thinking_tool_loop_start
 from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
@@ -442,6 +442,20 @@ def _restored_replay(data: Mapping[str, Any], packed: _ReplayColumns) -> _Replay
     )
 
 
+def _restored_compacted_tokens(data: Any, replay: _Replay, compacted_count: int) -> dict[int, int]:
+    """The placeholder counts a snapshot carries (`_sent_compacted_tokens`), each of a
+    result compacted at a position read; a ValueError where they are not."""
+    positions, tokens = (unpack_ints(column).tolist() for column in data)
+    compacted = set(replay.compactable[:compacted_count])
+    if (
+        len(positions) != len(tokens)
+        or not compacted.issuperset(positions)
+        or min(tokens, default=0) < 0
+    ):
+        raise ValueError("the compacted counts are not of compacted results")
+    return dict(zip(positions, tokens, strict=True))
+
+
 def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"expected text, got {type(value).__name__}")
@@ -574,6 +588,8 @@ class CacheAwareReplay:
         self._words_copies: MadeMessages[BaseMessage] = MadeMessages()
         self._front: _Front | None = None
         self._body: _Body | None = None
+        # The positions the latest request sent compacted (their counts go in a snapshot).
+        self._sent_compacted: tuple[int, ...] = ()
 
     def snapshot(self) -> dict[str, Any]:
         """The replay's decisions at its final positions as plain data a record carries
@@ -595,6 +611,7 @@ class CacheAwareReplay:
             "excluded": packed.excluded.pack(replay.excluded),
             "users": packed.users.pack(replay.users),
             "tool_names": list(replay.tool_names),
+            "compacted_tokens": self._sent_compacted_tokens(),
             "task": [
                 replay.task,
                 replay.task_fits,
@@ -610,6 +627,14 @@ class CacheAwareReplay:
             },
         }
 
+    def _sent_compacted_tokens(self) -> list[str]:
+        """What the placeholders of the latest request's compacted results at final
+        positions cost, as two packed columns (positions, tokens): a replay restored from
+        them neither copies nor counts those results again."""
+        known = self._replay.compacted_tokens
+        positions = [index for index in self._sent_compacted if index < self._known]
+        return [pack_ints(positions, "i"), pack_ints(map(known.__getitem__, positions), "i")]
+
     def restore(self, data: Mapping[str, Any]) -> bool:
         """Continue from another replay's `snapshot` (the caller checked that the history
         is the one it was made of); False, and started over, where `data` cannot be read."""
@@ -621,6 +646,9 @@ class CacheAwareReplay:
             if len(self._replay.tokens) != self._known:
                 raise ValueError("the counts do not match the positions read")
             self._fixed = as_count(data["fixed"])
+            self._replay.compacted_tokens = _restored_compacted_tokens(
+                data["compacted_tokens"], self._replay, self._decisions.compacted_count
+            )
         except (KeyError, TypeError, ValueError, AttributeError, IndexError):
             self.start_over()
             return False
@@ -935,10 +963,16 @@ class CacheAwareReplay:
             # A kept group keeps the cost it had when the cut kept it: an estimate on the
             # safe side, which spares a scan of the kept groups per compacted result.
 
-    def _compacted_tokens(self, history: Sequence[BaseMessage], index: int) -> int:
+    def _compacted_tokens(
+        self, history: Sequence[BaseMessage], index: int, copy: BaseMessage | None = None
+    ) -> int:
+        """What the result at `index` costs compacted; `copy`: its compacted copy, where
+        the caller made it already."""
         known = self._replay.compacted_tokens.get(index)
         if known is None:
-            known = self._counter.count_message(self._compacted_copy(history, index))
+            if copy is None:
+                copy = self._compacted_copy(history, index)
+            known = self._counter.count_message(copy)
             self._replay.compacted_tokens[index] = known
         return known
 
@@ -1273,6 +1307,7 @@ class CacheAwareReplay:
         costs.fromlist(tail.costs[skipped:])
         tokens_after = self._fixed + sum(costs)
         compacted = (*front.compacted, *body.compacted, *tail.compacted)
+        self._sent_compacted = compacted
         plan = CompactionPlan(
             messages=request,
             compacted=len(compacted),
@@ -1356,9 +1391,10 @@ class CacheAwareReplay:
         last = min(bisect.bisect_left(compactable, stop), decisions.compacted_count)
         for index in compactable[first:last]:
             offset = index - start
+            copy = None
             if messages:
-                sent.messages[offset] = self._compacted_copy(history, index)
-            sent.costs[offset] = self._compacted_tokens(history, index)
+                copy = sent.messages[offset] = self._compacted_copy(history, index)
+            sent.costs[offset] = self._compacted_tokens(history, index, copy)
             sent.prints[offset] ^= _COMPACTED
             sent.compacted.append(index)
         return sent
@@ -1442,9 +1478,10 @@ class CacheAwareReplay:
         self, history: Sequence[BaseMessage], decisions: _Decisions, sent: _Sent, index: int
     ) -> None:
         if self._is_compacted(decisions, index):
+            copy = self._compacted_copy(history, index)
             sent.add(
-                self._compacted_copy(history, index),
-                self._compacted_tokens(history, index),
+                copy,
+                self._compacted_tokens(history, index, copy),
                 self._replay.prints_between(history, index, index + 1)[0] ^ _COMPACTED,
                 (index,),
             )
