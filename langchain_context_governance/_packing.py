@@ -106,7 +106,8 @@ def unpack_ints(text: Any) -> array[int]:
     narrow.frombytes(base64.b64decode(text[2:], validate=True))
     if sys.byteorder != "little":
         narrow.byteswap()
-    return narrow if narrow.typecode == "q" else array("q", narrow)
+    # From a list: an array made from an array reads it one element at a time.
+    return narrow if narrow.typecode == "q" else array("q", narrow.tolist())
 
 
 def little_endian(values: array[int]) -> bytes:

@@ -351,8 +351,10 @@ class RepairStream:
         self._digest = digest
         self._refs = list(map(weakref.ref, history))
         self._keys = None
-        # What was made of the messages read is made again from these.
+        # What was made of the messages read is made again from these; the read of this
+        # very list takes them as reloaded with no comparison (see `_continuation`).
         self._reloaded = True
+        self._found = (messages, "reloaded", 0)
         return True
 
     def read(self, messages: Sequence[BaseMessage]) -> StreamRead:
