@@ -59,6 +59,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from langchain_context_governance._messages import tool_calls_json
 from langchain_context_governance._packing import little_endian
 
 _ID = operator.attrgetter("id")
@@ -122,7 +123,7 @@ def _stable_hash(message: BaseMessage, size: int) -> Any:
     else:
         digest.update(b"blocks\x1f" + _json(content))
     if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
-        digest.update(b"\x1ecalls" + _json([message.tool_calls, message.invalid_tool_calls]))
+        digest.update(b"\x1ecalls" + tool_calls_json(message).encode("ascii"))
     if message.additional_kwargs:
         digest.update(b"\x1ekwargs" + _json(message.additional_kwargs))
     return digest
