@@ -166,14 +166,21 @@ class HistoryDigest:
         if not messages:
             return self
         ids = list(map(_ID, messages))
-        if not (all(ids) and set(map(type, ids)) == {str}):
-            ids = list(map(_identity, messages))
+        try:
+            # A join is a TypeError where an id is not text (None where a message has none).
+            joined = "" if "" in ids else "\x1e".join(ids)
+        except TypeError:
+            joined = ""
+        if not joined:
+            joined = "\x1e".join(map(_identity, messages))
         classes = list(map(type, messages))
         names = {cls: cls.__name__ for cls in set(classes)}
         # Each id and class name ends with a separator, whatever the batch it came in.
-        self._ids.update(("\x1e".join(ids) + "\x1e").encode("utf-8", "surrogatepass"))
+        self._ids.update((joined + "\x1e").encode("utf-8", "surrogatepass"))
         self._classes.update(("\x1e".join(map(names.__getitem__, classes)) + "\x1e").encode())
-        self._lengths.update(little_endian(array("q", map(len, map(_CONTENT, messages)))))
+        # From a list: an array made from an iterator grows one element at a time.
+        lengths = array("q", list(map(len, map(_CONTENT, messages))))
+        self._lengths.update(little_endian(lengths))
         return self
 
     def hexdigest(self) -> str:

@@ -698,7 +698,7 @@ def _sources_of_runs(
             continue
         if source < after or source + stop - start > read:
             raise ValueError("the runs' sources are not the messages read, in order")
-        expanded.extend(array("q", range(source, source + stop - start)))
+        expanded.extend(array("q", list(range(source, source + stop - start))))
         after = source + stop - start
     if len(expanded) != final:
         raise ValueError("the runs do not cover the final positions")
