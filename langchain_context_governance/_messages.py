@@ -402,13 +402,14 @@ def message_key(message: BaseMessage) -> int:
         False
     """
     if message.id:
-        return hash((message.id, type(message), _content_length(message.content)))
+        return hash((message.id, type(message), compared_content_length(message.content)))
     return message_fingerprint(message)
 
 
-def _content_length(content: object) -> int:
-    """The length `message_key` reads: a `None` content is read as "" (as the governor
-    reads it), content of no length (not yet checked) matches nothing."""
+def compared_content_length(content: object) -> int:
+    """The length `message_key` (and the record's `HistoryDigest`) reads: a `None` content
+    is read as "" (as the governor reads it), content of no length (not yet checked)
+    matches nothing."""
     if content is None:
         return 0
     return len(content) if isinstance(content, (str, list)) else -1
@@ -442,6 +443,6 @@ def message_keys_and_text(messages: Iterable[BaseMessage]) -> tuple[array[int], 
         lengths = list(map(len, contents))
     else:
         # A history is compared before its contents are checked (a `None` content).
-        lengths = list(map(_content_length, contents))
+        lengths = list(map(compared_content_length, contents))
     keys = array("q", map(hash, zip(ids, map(type, items), lengths, strict=True)))
     return keys, kinds <= {str}

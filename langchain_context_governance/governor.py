@@ -667,16 +667,29 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             state = self._conversations.state_for(thread_id, given)
             if not state.lock.acquire(blocking=False):
                 state = self._new_conversation()
-                messages = readable_contents(given)
-                self._continue_from_record(state, record, messages)
-                yield state, messages
+                yield state, self._checked_after_record(state, record, given)
                 return
             try:
-                messages = readable_contents(given, start=state.repairs.checked_before(given))
-                self._continue_from_record(state, record, messages)
-                yield state, messages
+                yield state, self._checked_after_record(state, record, given)
             finally:
                 state.lock.release()
+
+    def _checked_after_record(
+        self,
+        state: ConversationState,
+        record: Mapping[str, Any] | None,
+        given: list[BaseMessage],
+    ) -> list[BaseMessage]:
+        """`given` with their contents checked (`readable_contents`), once `state` took
+        up `record`: the messages a record's decisions were taken up for were read by
+        that pass, which found whether their contents need a look (`checked_before`).
+
+        The record is read before the check, as a history is compared before its
+        contents are checked (a `None` content read as ""); a content that cannot be
+        read is then a ValueError naming its index.
+        """
+        self._continue_from_record(state, record, given)
+        return readable_contents(given, start=state.repairs.checked_before(given))
 
     def _continue_from_record(
         self,

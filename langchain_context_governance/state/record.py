@@ -59,7 +59,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from langchain_context_governance._messages import tool_calls_json
+from langchain_context_governance._messages import compared_content_length, tool_calls_json
 from langchain_context_governance._packing import little_endian
 
 _ID = operator.attrgetter("id")
@@ -117,7 +117,7 @@ def _stable_hash(message: BaseMessage, size: int) -> Any:
     call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
     head = f"{message.type}\x1f{message.id}\x1f{message.name}\x1f{call_id}\x1f"
     digest = hashlib.blake2b(head.encode("utf-8", "surrogatepass"), digest_size=size)
-    content = message.content
+    content = "" if message.content is None else message.content  # as the governor reads it
     if isinstance(content, str):
         digest.update(b"text\x1f" + content.encode("utf-8", "surrogatepass"))
     else:
@@ -138,7 +138,9 @@ class HistoryDigest:
     """A process-independent digest of a history as `_messages.message_key` tells its
     messages apart (each message's id, class and content length; everything sent where it
     has no id), grown as the history grows: taking in a history at once or call by call
-    gives the same digest.
+    gives the same digest. Contents are read as `message_key` reads them (before they are
+    checked: a `None` content as ""), and `all_text` says whether every content taken in
+    is text, so the content check has nothing to look at in them.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -160,6 +162,7 @@ class HistoryDigest:
         self._ids = hashlib.blake2b(digest_size=16)
         self._classes = hashlib.blake2b(digest_size=16)
         self._lengths = hashlib.blake2b(digest_size=16)
+        self.all_text = True
 
     def add(self, messages: list[BaseMessage]) -> HistoryDigest:
         """Take in `messages`, after those taken in before; returns itself."""
@@ -178,9 +181,12 @@ class HistoryDigest:
         # Each id and class name ends with a separator, whatever the batch it came in.
         self._ids.update((joined + "\x1e").encode("utf-8", "surrogatepass"))
         self._classes.update(("\x1e".join(map(names.__getitem__, classes)) + "\x1e").encode())
+        contents = list(map(_CONTENT, messages))
+        kinds = set(map(type, contents))
+        self.all_text = self.all_text and kinds <= {str}
+        length = len if kinds <= {str, list} else compared_content_length
         # From a list: an array made from an iterator grows one element at a time.
-        lengths = array("q", list(map(len, map(_CONTENT, messages))))
-        self._lengths.update(little_endian(lengths))
+        self._lengths.update(little_endian(array("q", list(map(length, contents)))))
         return self
 
     def hexdigest(self) -> str:

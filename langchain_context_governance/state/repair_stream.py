@@ -352,9 +352,10 @@ class RepairStream:
         self._refs = list(map(weakref.ref, history))
         self._keys = None
         # What was made of the messages read is made again from these; the read of this
-        # very list takes them as reloaded with no comparison (see `_continuation`).
+        # very list takes them as reloaded with no comparison (see `_continuation`), and
+        # their contents need no check where the digest found them all text.
         self._reloaded = True
-        self._found = (messages, "reloaded", 0)
+        self._found = (messages, "reloaded", read if digest.all_text else 0)
         return True
 
     def read(self, messages: Sequence[BaseMessage]) -> StreamRead:

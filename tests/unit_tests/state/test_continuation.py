@@ -27,12 +27,13 @@ from langchain_core.messages import (
 )
 
 from langchain_context_governance import ContextGovernor
+from langchain_context_governance import governor as governor_module
 from langchain_context_governance._packing import pack_ints, unpack_ints
 from langchain_context_governance.state.cache_aware import CacheAwareReplay
 from langchain_context_governance.state.repair_stream import RepairStream, _groups
 from langchain_context_governance.testing import ScriptedChatModel
 from tests.builders import ai_calls, call, result
-from tests.strategies import histories
+from tests.strategies import histories, without_content
 
 PROVIDERS = ("openai", "anthropic", "mistral", "strict")
 
@@ -229,6 +230,45 @@ def test_a_record_carries_what_the_compacted_results_sent_cost(
     monkeypatch.undo()
     first_contact = make().govern(reloaded(history), thread_id="t")
     assert dumps(continued.messages) == dumps(first_contact.messages)
+
+
+def test_a_worker_taking_a_thread_up_checks_each_content_once_and_names_a_bad_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pass that checks the record against the history also finds its contents all
+    text: only the new messages are looked at again. A content emptied to None is read
+    as "" (the record is still used, the request is a rebuild's); a content that cannot
+    be read is a ValueError naming its index."""
+    make = governor_maker("openai", 8_000, exclude=False, summary=False)
+    history = agent_run(120)
+    outcome = make().govern(history, thread_id="t")
+    history = [*history, *agent_run(123)[-6:]]
+    looked_at: list[int] = []
+    readable = governor_module.readable_contents
+
+    def counted(messages: list[BaseMessage], *, start: int = 0) -> list[BaseMessage]:
+        looked_at.append(len(messages) - start)
+        return readable(messages, start=start)
+
+    monkeypatch.setattr(governor_module, "readable_contents", counted)
+    make().govern(reloaded(history), thread_id="t", record=outcome.record)
+    assert looked_at == [len(history) - outcome.record["resume"]["stream"]["read"]]
+    monkeypatch.undo()
+
+    emptied = reloaded(history)
+    empty = next(index for index, message in enumerate(emptied) if message.content == "")
+    emptied[empty] = without_content(emptied[empty])
+    _, replayed = count_calls(monkeypatch)
+    governed = make().govern(emptied, thread_id="t", record=outcome.record)
+    assert len(replayed) < len(history) / 4
+    monkeypatch.undo()
+    assert dumps(governed.messages) == dumps(make().govern(emptied, thread_id="t").messages)
+
+    unreadable = reloaded(history)
+    unreadable[5] = unreadable[5].model_copy()
+    unreadable[5].content = 42  # type: ignore[assignment]
+    with pytest.raises(ValueError, match="message 5"):
+        make().govern(unreadable, thread_id="t", record=outcome.record)
 
 
 def count_calls(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
