@@ -446,11 +446,13 @@ def _restored_compacted_tokens(data: Any, replay: _Replay, compacted_count: int)
     """The placeholder counts a snapshot carries (`_sent_compacted_tokens`), each of a
     result compacted at a position read; a ValueError where they are not."""
     positions, tokens = (unpack_ints(column).tolist() for column in data)
-    compacted = set(replay.compactable[:compacted_count])
+    compactable = replay.compactable
+    ranks = [bisect.bisect_left(compactable, position) for position in positions]
     if (
         len(positions) != len(tokens)
-        or not compacted.issuperset(positions)
         or min(tokens, default=0) < 0
+        or any(rank >= compacted_count for rank in ranks)
+        or [compactable[rank] for rank in ranks] != positions
     ):
         raise ValueError("the compacted counts are not of compacted results")
     return dict(zip(positions, tokens, strict=True))

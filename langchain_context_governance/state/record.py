@@ -119,7 +119,8 @@ def _stable_hash(message: BaseMessage, size: int) -> Any:
     digest = hashlib.blake2b(head.encode("utf-8", "surrogatepass"), digest_size=size)
     content = "" if message.content is None else message.content  # as the governor reads it
     if isinstance(content, str):
-        digest.update(b"text\x1f" + content.encode("utf-8", "surrogatepass"))
+        digest.update(b"text\x1f")
+        digest.update(content.encode("utf-8", "surrogatepass"))
     else:
         digest.update(b"blocks\x1f" + _json(content))
     if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):

@@ -316,7 +316,7 @@ class RepairStream:
             read = as_count(data["read"])
             if read > len(messages):
                 return False
-            history = list(islice(messages, read))
+            history = list(messages[:read])
             digest = HistoryDigest().add(history)
             if digest.hexdigest() != data["digest"]:
                 return False
@@ -336,7 +336,9 @@ class RepairStream:
                 for position, recipe in self._recipes.items()
             ):
                 raise ValueError("a recipe is not of a made message of the messages read")
-            if self._sources.count(_MADE) != len(self._recipes):
+            if _made_count(self._run_positions, self._run_sources, len(self._sources)) != len(
+                self._recipes
+            ):
                 raise ValueError("a made message has no recipe")
             self._declared = dict(zip(declared, declared_at, strict=True))
             self._changes = {
@@ -704,6 +706,17 @@ def _sources_of_runs(
     if len(expanded) != final:
         raise ValueError("the runs do not cover the final positions")
     return expanded
+
+
+def _made_count(positions: array[int], sources: array[int], final: int) -> int:
+    """How many of the final positions are made messages, from the runs (checked by
+    `_sources_of_runs`), at the cost of the runs, not of the positions."""
+    stops = [*positions[1:], final]
+    return sum(
+        stop - start
+        for start, stop, source in zip(positions, stops, sources, strict=True)
+        if source == _MADE
+    )
 
 
 def _recipe(data: Any) -> Recipe:
