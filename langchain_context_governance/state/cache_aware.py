@@ -189,9 +189,12 @@ class _Replay:
     def prints_between(self, history: Sequence[BaseMessage], start: int, stop: int) -> list[int]:
         """The fingerprints of positions `start` to `stop`."""
         prints = self.prints[start:stop].tolist()
-        for index in range(start, min(stop, self.prints_unknown_below)):
-            if prints[index - start] == 0:
-                prints[index - start] = self.prints[index] = message_fingerprint(history[index])
+        unknown = min(stop, self.prints_unknown_below) - start
+        if unknown > 0 and 0 in prints[:unknown]:
+            # Sliced at once: a slice of the history costs a few slices of the caller's list.
+            for offset, message in enumerate(history[start : start + unknown]):
+                if prints[offset] == 0:
+                    prints[offset] = self.prints[start + offset] = message_fingerprint(message)
         return prints
 
     def forget_from(self, index: int, tool_names: int) -> None:
