@@ -84,10 +84,10 @@ class PackedInts:
         self._packed = f"{self._typecode}:{self._text}{tail}"
         return self._packed
 
-    def take_up(self, text: Any) -> array[int]:
+    def take_up(self, text: Any, *, wide: bool = True) -> array[int]:
         """The integers of `text` (a column's `pack`), and this column continued from them:
-        the next `pack` of them and more adds only the more."""
-        values = unpack_ints(text)
+        the next `pack` of them and more adds only the more. `wide`: see `unpack_ints`."""
+        values = unpack_ints(text, wide=wide)
         packed: str = text[2:]
         if packed.endswith("="):
             self._text, self._tail = packed[:-4], base64.b64decode(packed[-4:])
@@ -97,9 +97,15 @@ class PackedInts:
         return values
 
 
-def unpack_ints(text: Any) -> array[int]:
-    """The integers `pack_ints` wrote, as 8-byte integers; a ValueError where `text` is
-    not such data."""
+def unpack_ints(text: Any, *, wide: bool = True) -> array[int]:
+    """The integers `pack_ints` wrote, as 8-byte integers (as written where not `wide`:
+    for a caller that only reads them, never appends); a ValueError where `text` is not
+    such data.
+
+    Example:
+        >>> unpack_ints("i:AwAAAA==").typecode, unpack_ints("i:AwAAAA==", wide=False).typecode
+        ('q', 'i')
+    """
     if not isinstance(text, str) or text[:2] not in ("i:", "q:"):
         raise ValueError(f"expected packed integers, got {text!r:.40}")
     narrow = array(text[0])
@@ -107,7 +113,7 @@ def unpack_ints(text: Any) -> array[int]:
     if sys.byteorder != "little":
         narrow.byteswap()
     # From a list: an array made from an array reads it one element at a time.
-    return narrow if narrow.typecode == "q" else array("q", narrow.tolist())
+    return narrow if not wide or narrow.typecode == "q" else array("q", narrow.tolist())
 
 
 def little_endian(values: array[int]) -> bytes:

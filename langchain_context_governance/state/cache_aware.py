@@ -419,9 +419,10 @@ def _positions(values: array[int]) -> list[int]:
 def _restored_replay(data: Mapping[str, Any], packed: _ReplayColumns) -> _Replay:
     """The replay's learning in `data` (a snapshot), with `packed` continued from it."""
     packed.result_names.take_up(data["result_names"])
-    compactable = _positions(packed.compactable.take_up(data["compactable"]))
+    # Read only (the columns kept are lists): as written, not widened.
+    compactable = _positions(packed.compactable.take_up(data["compactable"], wide=False))
     result_names = packed.result_names.names
-    compactable_names = packed.compactable_names.take_up(data["compactable_names"])
+    compactable_names = packed.compactable_names.take_up(data["compactable_names"], wide=False)
     tokens = packed.tokens.take_up(data["tokens"])
     task, task_fits, task_cut, task_copied, task_tokens = data["task"]
     return _Replay(
@@ -429,13 +430,15 @@ def _restored_replay(data: Mapping[str, Any], packed: _ReplayColumns) -> _Replay
         # Unknown here (salted per process): zeros, found when read.
         prints=array("q", bytes(8 * len(tokens))),
         prints_unknown_below=len(tokens),
-        system_indices=_positions(packed.system_indices.take_up(data["system_indices"])),
+        system_indices=_positions(
+            packed.system_indices.take_up(data["system_indices"], wide=False)
+        ),
         compactable=compactable,
         compactable_names=dict(
             zip(compactable, map(result_names.__getitem__, compactable_names), strict=True)
         ),
-        excluded=_positions(packed.excluded.take_up(data["excluded"])),
-        users=_positions(packed.users.take_up(data["users"])),
+        excluded=_positions(packed.excluded.take_up(data["excluded"], wide=False)),
+        users=_positions(packed.users.take_up(data["users"], wide=False)),
         tool_names=dict.fromkeys(map(str, data["tool_names"])),
         task=None if task is None else as_count(task),
         task_fits=bool(task_fits),

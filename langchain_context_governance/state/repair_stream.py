@@ -322,7 +322,8 @@ class RepairStream:
                 return False
             packed = self._packed
             declared = packed.declared.take_up(data["declared"])
-            declared_at = packed.declared_at.take_up(data["declared_at"])
+            # Read only (zipped into the dict kept): as written, not widened.
+            declared_at = packed.declared_at.take_up(data["declared_at"], wide=False)
             self._run_positions = packed.run_positions.take_up(data["run_positions"])
             self._run_sources = packed.run_sources.take_up(data["run_sources"])
             self._sources = _sources_of_runs(
