@@ -191,8 +191,10 @@ class _Replay:
         prints = self.prints[start:stop].tolist()
         unknown = min(stop, self.prints_unknown_below) - start
         if unknown > 0 and 0 in prints[:unknown]:
-            # Sliced at once: a slice of the history costs a few slices of the caller's list.
-            for offset, message in enumerate(history[start : start + unknown]):
+            # Several are sliced at once: a slice of the history costs a few slices of the
+            # caller's list, not a look-up a position.
+            found = [history[start]] if unknown == 1 else history[start : start + unknown]
+            for offset, message in enumerate(found):
                 if prints[offset] == 0:
                     prints[offset] = self.prints[start + offset] = message_fingerprint(message)
         return prints
