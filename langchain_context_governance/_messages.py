@@ -12,6 +12,8 @@ import logging
 import operator
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.messages import (
@@ -297,6 +299,49 @@ def _json_key(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
+# The JSON of each assistant message's tool calls made during the current call, by
+# message object (`calls_encoded_once`).
+_CALLS_JSON: ContextVar[dict[int, tuple[AIMessage, str]] | None] = ContextVar(
+    "calls_json", default=None
+)
+
+
+@contextmanager
+def calls_encoded_once() -> Iterator[None]:
+    """Within it, a message's tool calls are encoded once (`tool_calls_json`), however
+    many fingerprints and digests read them: a governance call is computation on messages
+    it never changes."""
+    token = _CALLS_JSON.set({})
+    try:
+        yield
+    finally:
+        _CALLS_JSON.reset(token)
+
+
+def tool_calls_json(message: AIMessage) -> str:
+    """The tool calls and invalid tool calls of `message` as JSON (sorted keys, ASCII),
+    made once per message object within `calls_encoded_once`.
+
+    Example:
+        >>> tool_calls_json(AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "1"}]))
+        '[[{"args": {}, "id": "1", "name": "f", "type": "tool_call"}], []]'
+    """
+    made = _CALLS_JSON.get()
+    if made is not None:
+        found = made.get(id(message))
+        if found is not None and found[0] is message:
+            return found[1]
+    text = json.dumps(
+        [message.tool_calls, message.invalid_tool_calls],
+        sort_keys=True,
+        ensure_ascii=True,
+        default=str,
+    )
+    if made is not None:
+        made[id(message)] = (message, text)
+    return text
+
+
 def content_fingerprint(message: BaseMessage) -> int:
     """A hash of everything a token counter reads from `message`, the same for equal copies.
 
@@ -308,7 +353,7 @@ def content_fingerprint(message: BaseMessage) -> int:
     content_key = content if isinstance(content, str) else _json_key(content)
     calls_key = ""
     if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
-        calls_key = _json_key([message.tool_calls, message.invalid_tool_calls])
+        calls_key = tool_calls_json(message)
     extra_key = _json_key(message.additional_kwargs) if message.additional_kwargs else ""
     call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
     return hash((message.type, message.name, call_id, content_key, calls_key, extra_key))
@@ -357,13 +402,14 @@ def message_key(message: BaseMessage) -> int:
         False
     """
     if message.id:
-        return hash((message.id, type(message), _content_length(message.content)))
+        return hash((message.id, type(message), compared_content_length(message.content)))
     return message_fingerprint(message)
 
 
-def _content_length(content: object) -> int:
-    """The length `message_key` reads: a `None` content is read as "" (as the governor
-    reads it), content of no length (not yet checked) matches nothing."""
+def compared_content_length(content: object) -> int:
+    """The length `message_key` (and the record's `HistoryDigest`) reads: a `None` content
+    is read as "" (as the governor reads it), content of no length (not yet checked)
+    matches nothing."""
     if content is None:
         return 0
     return len(content) if isinstance(content, (str, list)) else -1
@@ -397,6 +443,6 @@ def message_keys_and_text(messages: Iterable[BaseMessage]) -> tuple[array[int], 
         lengths = list(map(len, contents))
     else:
         # A history is compared before its contents are checked (a `None` content).
-        lengths = list(map(_content_length, contents))
+        lengths = list(map(compared_content_length, contents))
     keys = array("q", map(hash, zip(ids, map(type, items), lengths, strict=True)))
     return keys, kinds <= {str}

@@ -85,10 +85,10 @@ class PackedInts:
         self._packed = head + base64.b64encode(self._tail).decode("ascii")
         return self._packed
 
-    def take_up(self, text: Any) -> array[int]:
+    def take_up(self, text: Any, *, wide: bool = True) -> array[int]:
         """The integers of `text` (a column's `pack`), and this column continued from them:
-        the next `pack` of them and more adds only the more."""
-        values = unpack_ints(text)
+        the next `pack` of them and more adds only the more. `wide`: see `unpack_ints`."""
+        values = unpack_ints(text, wide=wide)
         # One or two bytes after the whole groups are four characters ending in "=".
         self._whole = len(text) - 4 if text.endswith("=") else len(text)
         self._tail = base64.b64decode(text[self._whole :])
@@ -96,16 +96,23 @@ class PackedInts:
         return values
 
 
-def unpack_ints(text: Any) -> array[int]:
-    """The integers `pack_ints` wrote, as 8-byte integers; a ValueError where `text` is
-    not such data."""
+def unpack_ints(text: Any, *, wide: bool = True) -> array[int]:
+    """The integers `pack_ints` wrote, as 8-byte integers (as written where not `wide`:
+    for a caller that only reads them, never appends); a ValueError where `text` is not
+    such data.
+
+    Example:
+        >>> unpack_ints("i:AwAAAA==").typecode, unpack_ints("i:AwAAAA==", wide=False).typecode
+        ('q', 'i')
+    """
     if not isinstance(text, str) or text[:2] not in ("i:", "q:"):
         raise ValueError(f"expected packed integers, got {text!r:.40}")
     narrow = array(text[0])
     narrow.frombytes(base64.b64decode(text[2:], validate=True))
     if sys.byteorder != "little":
         narrow.byteswap()
-    return narrow if narrow.typecode == "q" else array("q", narrow)
+    # From a list: an array made from an array reads it one element at a time.
+    return narrow if not wide or narrow.typecode == "q" else array("q", narrow.tolist())
 
 
 def little_endian(values: array[int]) -> bytes:

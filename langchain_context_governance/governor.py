@@ -18,7 +18,11 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
-from langchain_context_governance._messages import messages_to_govern, readable_contents
+from langchain_context_governance._messages import (
+    calls_encoded_once,
+    messages_to_govern,
+    readable_contents,
+)
 from langchain_context_governance._settings import reject_unknown_settings
 from langchain_context_governance.errors import ContextBudgetExceeded
 from langchain_context_governance.model_settings import (
@@ -657,21 +661,36 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         record written elsewhere since this state's last call is taken up
         (`_continue_from_record`). Only the contents of messages the conversation has
         not read before (as these very objects, or as equal messages of text) are
-        checked (`readable_contents`).
+        checked (`readable_contents`). Tool calls are encoded once for the call
+        (`calls_encoded_once`).
         """
-        state = self._conversations.state_for(thread_id, given)
-        if not state.lock.acquire(blocking=False):
-            state = self._new_conversation()
-            messages = readable_contents(given)
-            self._continue_from_record(state, record, messages)
-            yield state, messages
-            return
-        try:
-            messages = readable_contents(given, start=state.repairs.checked_before(given))
-            self._continue_from_record(state, record, messages)
-            yield state, messages
-        finally:
-            state.lock.release()
+        with calls_encoded_once():
+            state = self._conversations.state_for(thread_id, given)
+            if not state.lock.acquire(blocking=False):
+                state = self._new_conversation()
+                yield state, self._checked_after_record(state, record, given)
+                return
+            try:
+                yield state, self._checked_after_record(state, record, given)
+            finally:
+                state.lock.release()
+
+    def _checked_after_record(
+        self,
+        state: ConversationState,
+        record: Mapping[str, Any] | None,
+        given: list[BaseMessage],
+    ) -> list[BaseMessage]:
+        """`given` with their contents checked (`readable_contents`), once `state` took
+        up `record`: the messages a record's decisions were taken up for were read by
+        that pass, which found whether their contents need a look (`checked_before`).
+
+        The record is read before the check, as a history is compared before its
+        contents are checked (a `None` content read as ""); a content that cannot be
+        read is then a ValueError naming its index.
+        """
+        self._continue_from_record(state, record, given)
+        return readable_contents(given, start=state.repairs.checked_before(given))
 
     def _continue_from_record(
         self,

@@ -65,7 +65,7 @@ from langchain_context_governance._messages import (
     iter_declared_tool_calls,
     message_fingerprint,
 )
-from langchain_context_governance._packing import PackedInts, as_count
+from langchain_context_governance._packing import PackedInts, as_count, pack_ints, unpack_ints
 from langchain_context_governance._reasoning import opens_with_thinking, thinking_tool_loop_start
 from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
@@ -190,9 +190,14 @@ class _Replay:
     def prints_between(self, history: Sequence[BaseMessage], start: int, stop: int) -> list[int]:
         """The fingerprints of positions `start` to `stop`."""
         prints = self.prints[start:stop].tolist()
-        for index in range(start, min(stop, self.prints_unknown_below)):
-            if prints[index - start] == 0:
-                prints[index - start] = self.prints[index] = message_fingerprint(history[index])
+        unknown = min(stop, self.prints_unknown_below) - start
+        if unknown > 0 and 0 in prints[:unknown]:
+            # Several are sliced at once: a slice of the history costs a few slices of the
+            # caller's list, not a look-up a position.
+            found = [history[start]] if unknown == 1 else history[start : start + unknown]
+            for offset, message in enumerate(found):
+                if prints[offset] == 0:
+                    prints[offset] = self.prints[start + offset] = message_fingerprint(message)
         return prints
 
     def forget_from(self, index: int, tool_names: int) -> None:
@@ -419,9 +424,10 @@ def _positions(values: array[int]) -> list[int]:
 def _restored_replay(data: Mapping[str, Any], packed: _ReplayColumns) -> _Replay:
     """The replay's learning in `data` (a snapshot), with `packed` continued from it."""
     packed.result_names.take_up(data["result_names"])
-    compactable = _positions(packed.compactable.take_up(data["compactable"]))
+    # Read only (the columns kept are lists): as written, not widened.
+    compactable = _positions(packed.compactable.take_up(data["compactable"], wide=False))
     result_names = packed.result_names.names
-    compactable_names = packed.compactable_names.take_up(data["compactable_names"])
+    compactable_names = packed.compactable_names.take_up(data["compactable_names"], wide=False)
     tokens = packed.tokens.take_up(data["tokens"])
     task, task_fits, task_cut, task_copied, task_tokens = data["task"]
     return _Replay(
@@ -429,13 +435,15 @@ def _restored_replay(data: Mapping[str, Any], packed: _ReplayColumns) -> _Replay
         # Unknown here (salted per process): zeros, found when read.
         prints=array("q", bytes(8 * len(tokens))),
         prints_unknown_below=len(tokens),
-        system_indices=_positions(packed.system_indices.take_up(data["system_indices"])),
+        system_indices=_positions(
+            packed.system_indices.take_up(data["system_indices"], wide=False)
+        ),
         compactable=compactable,
         compactable_names=dict(
             zip(compactable, map(result_names.__getitem__, compactable_names), strict=True)
         ),
-        excluded=_positions(packed.excluded.take_up(data["excluded"])),
-        users=_positions(packed.users.take_up(data["users"])),
+        excluded=_positions(packed.excluded.take_up(data["excluded"], wide=False)),
+        users=_positions(packed.users.take_up(data["users"], wide=False)),
         tool_names=dict.fromkeys(map(str, data["tool_names"])),
         task=None if task is None else as_count(task),
         task_fits=bool(task_fits),
@@ -443,6 +451,22 @@ def _restored_replay(data: Mapping[str, Any], packed: _ReplayColumns) -> _Replay
         task_copied=bool(task_copied),
         task_tokens=as_count(task_tokens),
     )
+
+
+def _restored_compacted_tokens(data: Any, replay: _Replay, compacted_count: int) -> dict[int, int]:
+    """The placeholder counts a snapshot carries (`_sent_compacted_tokens`), each of a
+    result compacted at a position read; a ValueError where they are not."""
+    positions, tokens = (unpack_ints(column).tolist() for column in data)
+    compactable = replay.compactable
+    ranks = [bisect.bisect_left(compactable, position) for position in positions]
+    if (
+        len(positions) != len(tokens)
+        or min(tokens, default=0) < 0
+        or any(rank >= compacted_count for rank in ranks)
+        or [compactable[rank] for rank in ranks] != positions
+    ):
+        raise ValueError("the compacted counts are not of compacted results")
+    return dict(zip(positions, tokens, strict=True))
 
 
 def _text(value: Any) -> str:
@@ -577,6 +601,8 @@ class CacheAwareReplay:
         self._words_copies: MadeMessages[BaseMessage] = MadeMessages()
         self._front: _Front | None = None
         self._body: _Body | None = None
+        # The positions the latest request sent compacted (their counts go in a snapshot).
+        self._sent_compacted: tuple[int, ...] = ()
 
     def snapshot(self) -> dict[str, Any]:
         """The replay's decisions at its final positions as plain data a record carries
@@ -598,6 +624,7 @@ class CacheAwareReplay:
             "excluded": packed.excluded.pack(replay.excluded),
             "users": packed.users.pack(replay.users),
             "tool_names": list(replay.tool_names),
+            "compacted_tokens": self._sent_compacted_tokens(),
             "task": [
                 replay.task,
                 replay.task_fits,
@@ -613,6 +640,14 @@ class CacheAwareReplay:
             },
         }
 
+    def _sent_compacted_tokens(self) -> list[str]:
+        """What the placeholders of the latest request's compacted results at final
+        positions cost, as two packed columns (positions, tokens): a replay restored from
+        them neither copies nor counts those results again."""
+        known = self._replay.compacted_tokens
+        positions = [index for index in self._sent_compacted if index < self._known]
+        return [pack_ints(positions, "i"), pack_ints(map(known.__getitem__, positions), "i")]
+
     def restore(self, data: Mapping[str, Any]) -> bool:
         """Continue from another replay's `snapshot` (the caller checked that the history
         is the one it was made of); False, and started over, where `data` cannot be read."""
@@ -624,6 +659,9 @@ class CacheAwareReplay:
             if len(self._replay.tokens) != self._known:
                 raise ValueError("the counts do not match the positions read")
             self._fixed = as_count(data["fixed"])
+            self._replay.compacted_tokens = _restored_compacted_tokens(
+                data["compacted_tokens"], self._replay, self._decisions.compacted_count
+            )
         except (KeyError, TypeError, ValueError, AttributeError, IndexError):
             self.start_over()
             return False
@@ -941,10 +979,16 @@ class CacheAwareReplay:
             # A kept group keeps the cost it had when the cut kept it: an estimate on the
             # safe side, which spares a scan of the kept groups per compacted result.
 
-    def _compacted_tokens(self, history: Sequence[BaseMessage], index: int) -> int:
+    def _compacted_tokens(
+        self, history: Sequence[BaseMessage], index: int, copy: BaseMessage | None = None
+    ) -> int:
+        """What the result at `index` costs compacted; `copy`: its compacted copy, where
+        the caller made it already."""
         known = self._replay.compacted_tokens.get(index)
         if known is None:
-            known = self._counter.count_message(self._compacted_copy(history, index))
+            if copy is None:
+                copy = self._compacted_copy(history, index)
+            known = self._counter.count_message(copy)
             self._replay.compacted_tokens[index] = known
         return known
 
@@ -1279,6 +1323,7 @@ class CacheAwareReplay:
         costs.fromlist(tail.costs[skipped:])
         tokens_after = self._fixed + sum(costs)
         compacted = (*front.compacted, *body.compacted, *tail.compacted)
+        self._sent_compacted = compacted
         plan = CompactionPlan(
             messages=request,
             compacted=len(compacted),
@@ -1362,9 +1407,10 @@ class CacheAwareReplay:
         last = min(bisect.bisect_left(compactable, stop), decisions.compacted_count)
         for index in compactable[first:last]:
             offset = index - start
+            copy = None
             if messages:
-                sent.messages[offset] = self._compacted_copy(history, index)
-            sent.costs[offset] = self._compacted_tokens(history, index)
+                copy = sent.messages[offset] = self._compacted_copy(history, index)
+            sent.costs[offset] = self._compacted_tokens(history, index, copy)
             sent.prints[offset] ^= _COMPACTED
             sent.compacted.append(index)
         return sent
@@ -1448,9 +1494,10 @@ class CacheAwareReplay:
         self, history: Sequence[BaseMessage], decisions: _Decisions, sent: _Sent, index: int
     ) -> None:
         if self._is_compacted(decisions, index):
+            copy = self._compacted_copy(history, index)
             sent.add(
-                self._compacted_copy(history, index),
-                self._compacted_tokens(history, index),
+                copy,
+                self._compacted_tokens(history, index, copy),
                 self._replay.prints_between(history, index, index + 1)[0] ^ _COMPACTED,
                 (index,),
             )

@@ -42,7 +42,7 @@ Example:
     >>> GovernanceRecord.from_dict({**data, "version": 0}, settings="s1")
     Traceback (most recent call last):
     ...
-    langchain_context_governance.state.record.UnusableRecord: record version 0, expected 2
+    langchain_context_governance.state.record.UnusableRecord: record version 0, expected 3
     >>> record.history.continued_by([*history, HumanMessage("more")])
     True
 """
@@ -61,6 +61,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from langchain_context_governance._messages import compared_content_length, tool_calls_json
 from langchain_context_governance._packing import little_endian
 
 _ID = operator.attrgetter("id")
@@ -85,8 +86,9 @@ RECORD_KEY = "context_governance"
 """The graph-state key (and store namespace) the record is kept under."""
 
 # Raised whenever the record's layout or meaning changes; a record of another version is
-# ignored and the state rebuilt from the history. 2: the `resume` section.
-RECORD_VERSION = 2
+# ignored and the state rebuilt from the history. 2: the `resume` section. 3: the
+# replay's compacted counts, a None content digested as "", `truncation_warned`.
+RECORD_VERSION = 3
 # Bytes of a request message's digest in the record: the prefix report compares them,
 # and so does the request-level repair of the first call on another worker (a leading
 # message taken for the previous request's is not checked again), so a false match is
@@ -118,13 +120,14 @@ def _stable_hash(message: BaseMessage, size: int) -> Any:
     call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
     head = f"{message.type}\x1f{message.id}\x1f{message.name}\x1f{call_id}\x1f"
     digest = hashlib.blake2b(head.encode("utf-8", "surrogatepass"), digest_size=size)
-    content = message.content
+    content = "" if message.content is None else message.content  # as the governor reads it
     if isinstance(content, str):
-        digest.update(b"text\x1f" + content.encode("utf-8", "surrogatepass"))
+        digest.update(b"text\x1f")
+        digest.update(content.encode("utf-8", "surrogatepass"))
     else:
         digest.update(b"blocks\x1f" + _json(content))
     if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
-        digest.update(b"\x1ecalls" + _json([message.tool_calls, message.invalid_tool_calls]))
+        digest.update(b"\x1ecalls" + tool_calls_json(message).encode("ascii"))
     if message.additional_kwargs:
         digest.update(b"\x1ekwargs" + _json(message.additional_kwargs))
     return digest
@@ -139,7 +142,9 @@ class HistoryDigest:
     """A process-independent digest of a history as `_messages.message_key` tells its
     messages apart (each message's id, class and content length; everything sent where it
     has no id), grown as the history grows: taking in a history at once or call by call
-    gives the same digest.
+    gives the same digest. Contents are read as `message_key` reads them (before they are
+    checked: a `None` content as ""), and `all_text` says whether every content taken in
+    is text, so the content check has nothing to look at in them.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -161,20 +166,31 @@ class HistoryDigest:
         self._ids = hashlib.blake2b(digest_size=16)
         self._classes = hashlib.blake2b(digest_size=16)
         self._lengths = hashlib.blake2b(digest_size=16)
+        self.all_text = True
 
     def add(self, messages: list[BaseMessage]) -> HistoryDigest:
         """Take in `messages`, after those taken in before; returns itself."""
         if not messages:
             return self
         ids = list(map(_ID, messages))
-        if not (all(ids) and set(map(type, ids)) == {str}):
-            ids = list(map(_identity, messages))
+        try:
+            # A join is a TypeError where an id is not text (None where a message has none).
+            joined = "" if "" in ids else "\x1e".join(ids)
+        except TypeError:
+            joined = ""
+        if not joined:
+            joined = "\x1e".join(map(_identity, messages))
         classes = list(map(type, messages))
         names = {cls: cls.__name__ for cls in set(classes)}
         # Each id and class name ends with a separator, whatever the batch it came in.
-        self._ids.update(("\x1e".join(ids) + "\x1e").encode("utf-8", "surrogatepass"))
+        self._ids.update((joined + "\x1e").encode("utf-8", "surrogatepass"))
         self._classes.update(("\x1e".join(map(names.__getitem__, classes)) + "\x1e").encode())
-        self._lengths.update(little_endian(array("q", map(len, map(_CONTENT, messages)))))
+        contents = list(map(_CONTENT, messages))
+        kinds = set(map(type, contents))
+        self.all_text = self.all_text and kinds <= {str}
+        length = len if kinds <= {str, list} else compared_content_length
+        # From a list: an array made from an iterator grows one element at a time.
+        self._lengths.update(little_endian(array("q", list(map(length, contents)))))
         return self
 
     def hexdigest(self) -> str:

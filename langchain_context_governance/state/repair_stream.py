@@ -376,13 +376,14 @@ class RepairStream:
             read = as_count(data["read"])
             if read > len(messages):
                 return False
-            history = list(islice(messages, read))
+            history = list(messages[:read])
             digest = HistoryDigest().add(history)
             if digest.hexdigest() != data["digest"]:
                 return False
             packed = self._packed
             declared = packed.declared.take_up(data["declared"])
-            declared_at = packed.declared_at.take_up(data["declared_at"])
+            # Read only (zipped into the dict kept): as written, not widened.
+            declared_at = packed.declared_at.take_up(data["declared_at"], wide=False)
             self._run_positions = packed.run_positions.take_up(data["run_positions"])
             self._run_sources = packed.run_sources.take_up(data["run_sources"])
             self._sources = _sources_of_runs(
@@ -396,7 +397,9 @@ class RepairStream:
                 for position, recipe in self._recipes.items()
             ):
                 raise ValueError("a recipe is not of a made message of the messages read")
-            if self._sources.count(_MADE) != len(self._recipes):
+            if _made_count(self._run_positions, self._run_sources, len(self._sources)) != len(
+                self._recipes
+            ):
                 raise ValueError("a made message has no recipe")
             self._declared = dict(zip(declared, declared_at, strict=True))
             self._changes = {
@@ -411,8 +414,11 @@ class RepairStream:
         self._digest = digest
         self._objects.replace(history)
         self._keys = None
-        # What was made of the messages read is made again from these.
+        # What was made of the messages read is made again from these; the read of this
+        # very list takes them as reloaded with no comparison (see `_continuation`), and
+        # their contents need no check where the digest found them all text.
         self._reloaded = True
+        self._found = (messages, "reloaded", read if digest.all_text else 0)
         return True
 
     def read(self, messages: Sequence[BaseMessage]) -> StreamRead:
@@ -756,11 +762,22 @@ def _sources_of_runs(
             continue
         if source < after or source + stop - start > read:
             raise ValueError("the runs' sources are not the messages read, in order")
-        expanded.extend(array("q", range(source, source + stop - start)))
+        expanded.extend(array("q", list(range(source, source + stop - start))))
         after = source + stop - start
     if len(expanded) != final:
         raise ValueError("the runs do not cover the final positions")
     return expanded
+
+
+def _made_count(positions: array[int], sources: array[int], final: int) -> int:
+    """How many of the final positions are made messages, from the runs (checked by
+    `_sources_of_runs`), at the cost of the runs, not of the positions."""
+    stops = [*positions[1:], final]
+    return sum(
+        stop - start
+        for start, stop, source in zip(positions, stops, sources, strict=True)
+        if source == _MADE
+    )
 
 
 def _recipe(data: Any) -> Recipe:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -17,7 +18,13 @@ from langchain_core.prompts import ChatPromptTemplate
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langchain_context_governance import ContextGovernor, validate_messages
-from langchain_context_governance._messages import as_message_list, messages_to_govern
+from langchain_context_governance._messages import (
+    as_message_list,
+    calls_encoded_once,
+    message_fingerprint,
+    messages_to_govern,
+)
+from langchain_context_governance.state.record import stable_digest
 from tests.builders import ai_calls, call, result
 from tests.strategies import without_content
 from tests.unit_tests.conftest import MutationGuard
@@ -221,3 +228,26 @@ def test_a_counter_returning_no_token_count_is_an_error_naming_it(
         ContextGovernor(
             provider=provider, token_counter=counter, context_window_tokens=9_000
         ).govern(history())
+
+
+def test_a_call_encodes_the_tool_calls_of_a_message_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within a governance call, the fingerprint and the record's digest of a message read
+    one JSON of its tool calls; a copy with other calls is encoded anew; outside a call,
+    each reads its own, and both give what they give within one."""
+    message = ai_calls(call("c1", "grep"))
+    other = message.model_copy(update={"tool_calls": [call("c2", "grep")]})
+    encoded: list[object] = []
+    dumps = json.dumps
+
+    def counted(value: Any, **options: Any) -> str:
+        encoded.append(value)
+        return dumps(value, **options)
+
+    monkeypatch.setattr(json, "dumps", counted)
+    with calls_encoded_once():
+        within = (message_fingerprint(message), stable_digest(message), stable_digest(other))
+        assert len(encoded) == 2
+    outside = (message_fingerprint(message), stable_digest(message), stable_digest(other))
+    assert len(encoded) == 5
+    assert within == outside
+    assert within[1] != within[2]

@@ -29,11 +29,13 @@ from langchain_core.messages import (
 )
 
 from langchain_context_governance import ContextGovernor
+from langchain_context_governance import governor as governor_module
+from langchain_context_governance._packing import pack_ints, unpack_ints
 from langchain_context_governance.state.cache_aware import CacheAwareReplay
 from langchain_context_governance.state.repair_stream import RepairStream, _groups
 from langchain_context_governance.testing import ScriptedChatModel
 from tests.builders import ai_calls, call, result
-from tests.strategies import histories
+from tests.strategies import histories, without_content
 
 PROVIDERS = ("openai", "anthropic", "mistral", "strict")
 
@@ -186,17 +188,89 @@ def test_a_record_that_cannot_be_read_is_rebuilt_from_the_history() -> None:
     assert outcome.record is not None
     expected = dumps(make().govern(reloaded(history), thread_id="t").messages)
     resume = outcome.record["resume"]
+    carried = resume["replay"]["compacted_tokens"][0]
+    negative = pack_ints([-1] * len(unpack_ints(carried)), "i")
+    not_compacted, one = pack_ints([len(history) - 1], "i"), pack_ints([1], "i")
     for damaged in (
         {**resume, "stream": {**resume["stream"], "run_positions": "q:not base64!"}},
         {**resume, "stream": {**resume["stream"], "final": 10**6}},
         {**resume, "stream": {**resume["stream"], "recipes": [[0, [9, 0, 1, 0]]]}},
         {**resume, "replay": {**resume["replay"], "tokens": "i:AAAA"}},
         {**resume, "replay": {**resume["replay"], "decisions": {"cut": "x"}}},
+        {**resume, "replay": {**resume["replay"], "compacted_tokens": ["i:", "i:AAAAAA=="]}},
+        {**resume, "replay": {**resume["replay"], "compacted_tokens": [carried, negative]}},
+        {**resume, "replay": {**resume["replay"], "compacted_tokens": [not_compacted, one]}},
         {"stream": "nonsense"},
     ):
         record = {**outcome.record, "resume": damaged}
         governed = make().govern(reloaded(history), thread_id="t", record=record)
         assert dumps(governed.messages) == expected
+
+
+def test_a_record_carries_what_the_compacted_results_sent_cost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker that takes the thread up neither counts the placeholders of the
+    compacted results the previous request sent nor copies one twice, and sends what a
+    rebuild sends."""
+    make = governor_maker("openai", 8_000, exclude=False, summary=False)
+    history = agent_run(200)
+    outcome = make().govern(history, thread_id="t")
+    assert outcome.record is not None
+    assert unpack_ints(outcome.record["resume"]["replay"]["compacted_tokens"][0])
+    history = [*history, *agent_run(203)[-6:]]
+    copied: list[int] = []
+    compacted_copy = CacheAwareReplay._compacted_copy
+
+    def counted_copy(replay: CacheAwareReplay, history: Any, index: int) -> Any:
+        copied.append(index)
+        return compacted_copy(replay, history, index)
+
+    monkeypatch.setattr(CacheAwareReplay, "_compacted_copy", counted_copy)
+    continued = make().govern(reloaded(history), thread_id="t", record=outcome.record)
+    assert copied and len(copied) == len(set(copied))
+    monkeypatch.undo()
+    first_contact = make().govern(reloaded(history), thread_id="t")
+    assert dumps(continued.messages) == dumps(first_contact.messages)
+
+
+def test_a_worker_taking_a_thread_up_checks_each_content_once_and_names_a_bad_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pass that checks the record against the history also finds its contents all
+    text: only the new messages are looked at again. A content emptied to None is read
+    as "" (the record is still used, the request is a rebuild's); a content that cannot
+    be read is a ValueError naming its index."""
+    make = governor_maker("openai", 8_000, exclude=False, summary=False)
+    history = agent_run(120)
+    outcome = make().govern(history, thread_id="t")
+    history = [*history, *agent_run(123)[-6:]]
+    looked_at: list[int] = []
+    readable = governor_module.readable_contents
+
+    def counted(messages: list[BaseMessage], *, start: int = 0) -> list[BaseMessage]:
+        looked_at.append(len(messages) - start)
+        return readable(messages, start=start)
+
+    monkeypatch.setattr(governor_module, "readable_contents", counted)
+    make().govern(reloaded(history), thread_id="t", record=outcome.record)
+    assert looked_at == [len(history) - outcome.record["resume"]["stream"]["read"]]
+    monkeypatch.undo()
+
+    emptied = reloaded(history)
+    empty = next(index for index, message in enumerate(emptied) if message.content == "")
+    emptied[empty] = without_content(emptied[empty])
+    _, replayed = count_calls(monkeypatch)
+    governed = make().govern(emptied, thread_id="t", record=outcome.record)
+    assert len(replayed) < len(history) / 4
+    monkeypatch.undo()
+    assert dumps(governed.messages) == dumps(make().govern(emptied, thread_id="t").messages)
+
+    unreadable = reloaded(history)
+    unreadable[5] = unreadable[5].model_copy()
+    unreadable[5].content = 42  # type: ignore[assignment]
+    with pytest.raises(ValueError, match="message 5"):
+        make().govern(unreadable, thread_id="t", record=outcome.record)
 
 
 def count_calls(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, messages_to_dict
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, messages_to_dict
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.store.memory import InMemoryStore
 
@@ -19,6 +19,7 @@ from langchain_context_governance import ContextGovernor
 from langchain_context_governance.state.record import (
     RECORD_VERSION,
     GovernanceRecord,
+    HistoryDigest,
     HistoryMark,
     UnusableRecord,
 )
@@ -240,3 +241,19 @@ def test_a_record_written_in_one_process_is_read_in_another() -> None:
         expected.report.unchanged_prefix_tokens,
     ]
     assert record == expected.record
+
+
+def test_the_history_digest_tells_a_message_without_an_id_by_everything_sent() -> None:
+    def digest(*batches: list[BaseMessage]) -> str:
+        grown = HistoryDigest()
+        for batch in batches:
+            grown.add(batch)
+        return grown.hexdigest()
+
+    first = HumanMessage("a", id="1")
+    with_id, without_id, empty_id = AIMessage("b", id="2"), AIMessage("b"), AIMessage("b", id="")
+    assert digest([first, without_id]) != digest([first, with_id])
+    assert digest([first, empty_id]) != digest([first, with_id])
+    assert digest([first, empty_id]) != digest([first, AIMessage("x", id="")])
+    assert digest([first, without_id]) != digest([first, AIMessage("c")])
+    assert digest([first], [without_id]) == digest([first, without_id])
