@@ -255,8 +255,11 @@ class _ReadObjects:
 
     def are(self, messages: Sequence[BaseMessage], count: int) -> bool:
         """Whether the first `count` of `messages` are the objects read."""
-        return len(self._refs) == count and all(
-            map(operator.is_, map(_dereference, self._refs), islice(messages, count))
+        # One list throughout: another thread freeing the newest object read empties
+        # `_refs` (see `_watch_newest`), and an empty list would pass for any history.
+        refs = self._refs
+        return len(refs) == count and all(
+            map(operator.is_, map(_dereference, refs), islice(messages, count))
         )
 
     def replace(self, messages: Sequence[BaseMessage]) -> None:
