@@ -712,10 +712,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             record = GovernanceRecord.from_dict(data, settings=self._settings_digest)
         except UnusableRecord as reason:
             logger.debug("context governance: the record is not used (%s); rebuilding", reason)
-            state.start_over()
-            state.previous_request = state.calibration = state.serial = None
-            state.over_budget_warned = False
-            state.truncation_warned = None
+            state.forget_record()
             return
         if record.history.continued_by(messages):
             state.continue_from(record, messages)

@@ -111,6 +111,15 @@ class ConversationState:
             self.request_repairs.start_over()
         self.summary = None
 
+    def forget_record(self) -> None:
+        """Start over and forget what a record carries beside the decisions too (the
+        previous request, the calibration, the warnings logged): another worker served the
+        thread in a way this state cannot read."""
+        self.start_over()
+        self.previous_request = self.calibration = self.serial = None
+        self.over_budget_warned = False
+        self.truncation_warned = None
+
     def read(self, messages: Sequence[BaseMessage]) -> StreamRead:
         """The repaired history of `messages` (see `RepairStream.read`).
 
