@@ -5,11 +5,7 @@ from importlib.metadata import version as _installed_version
 from typing import TYPE_CHECKING, Any
 
 from langchain_context_governance.errors import ContextBudgetExceeded
-from langchain_context_governance.governor import (
-    ContextGovernor,
-    GovernanceReport,
-    GovernanceResult,
-)
+from langchain_context_governance.governor import ContextGovernor
 from langchain_context_governance.passes import (
     BACKFILL_CONTENT,
     DEFAULT_COMPACTABLE_TOOLS,
@@ -23,6 +19,7 @@ from langchain_context_governance.passes import (
     snip_history,
     truncate_oversized_messages,
 )
+from langchain_context_governance.report import GovernanceReport, GovernanceResult
 from langchain_context_governance.rules import (
     PROVIDERS,
     Violation,

@@ -28,8 +28,9 @@ from rich.table import Table
 from langchain_context_governance import __version__
 from langchain_context_governance.anthropic_messages import legal_prefill
 from langchain_context_governance.demo import DEFAULT_WINDOW_TOKENS, run_demo_in_terminal
-from langchain_context_governance.governor import ContextGovernor, GovernanceReport
+from langchain_context_governance.governor import ContextGovernor
 from langchain_context_governance.model_settings import chat_model_from_string
+from langchain_context_governance.report import GovernanceReport
 from langchain_context_governance.rules.templates import (
     ChatTemplateLimitExceeded,
     rules_for_chat_template,

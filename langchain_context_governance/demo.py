@@ -27,7 +27,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from langchain_context_governance.governor import ContextGovernor, GovernanceResult
+from langchain_context_governance.governor import ContextGovernor
+from langchain_context_governance.report import GovernanceResult
 from langchain_context_governance.rules.validate import Violation, validate_messages
 from langchain_context_governance.testing import ScriptedChatModel
 from langchain_context_governance.transcripts import sample_workspace_path

@@ -22,14 +22,19 @@ from langchain_core.runnables.base import coerce_to_runnable
 from langgraph.graph import MessagesState
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from langchain_context_governance.governor import ContextGovernor, GovernanceResult
 from langchain_context_governance.overflow import (
     acall_with_overflow_recovery,
     call_with_overflow_recovery,
 )
+from langchain_context_governance.report import GovernanceResult
 from langchain_context_governance.state.record import RECORD_KEY
 from langchain_context_governance.tokens.calibration import Overflow, with_overflows
-from langchain_context_governance.tracing import agovern_in_run, govern_in_run, report_as_dict
+from langchain_context_governance.tracing import (
+    Governs,
+    agovern_in_run,
+    govern_in_run,
+    report_as_dict,
+)
 
 __all__ = [
     "LLM_INPUT_MESSAGES_KEY",
@@ -94,9 +99,7 @@ class GovernedMessagesState(MessagesState, total=False):
 class _PreModelNode:
     """Reads the graph state, governs its messages, writes the update for `mode`."""
 
-    def __init__(
-        self, governor: ContextGovernor, mode: PreModelHookMode, report_key: str | None
-    ) -> None:
+    def __init__(self, governor: Governs, mode: PreModelHookMode, report_key: str | None) -> None:
         self.governor = governor
         self.mode = mode
         self.report_key = report_key
@@ -163,7 +166,7 @@ class _PreModelNode:
 
 
 def build_pre_model_hook(
-    governor: ContextGovernor,
+    governor: Governs,
     *,
     mode: PreModelHookMode = "llm_input",
     report_key: str | None = None,
@@ -201,6 +204,7 @@ def build_pre_model_hook(
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> from langchain_context_governance import ContextGovernor
         >>> hook = build_pre_model_hook(ContextGovernor(context_window_tokens=8_000))
         >>> call = {"name": "read_file", "args": {}, "id": "c1"}
         >>> state = {"messages": [HumanMessage("hi"), AIMessage("", tool_calls=[call])]}
@@ -270,7 +274,7 @@ class _RecoveringModelNode:
     """Governs the state's messages for the model node; governs again after a refusal."""
 
     node: Runnable[Any, Any]
-    governor: ContextGovernor
+    governor: Governs
 
     def update_for(self, state: Any, config: RunnableConfig) -> Any:
         history, record = _state_messages(state), _state_record(state)
@@ -296,7 +300,7 @@ class _RecoveringModelNode:
 
 
 def with_overflow_recovery(
-    model_node: Runnable[Any, Any] | Callable[..., Any], governor: ContextGovernor
+    model_node: Runnable[Any, Any] | Callable[..., Any], governor: Governs
 ) -> Runnable[Any, Any]:
     """A model node that is given the governed request, and retries after a refusal for length.
 
@@ -313,6 +317,7 @@ def with_overflow_recovery(
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> from langchain_context_governance import ContextGovernor
         >>> from langchain_context_governance.testing import ScriptedChatModel
         >>> model = ScriptedChatModel([AIMessage("done")], max_input_tokens=8_000)
         >>> def call_model(state):

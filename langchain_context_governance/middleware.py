@@ -16,13 +16,14 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMe
 from langgraph.types import Command
 from typing_extensions import NotRequired
 
-from langchain_context_governance.governor import ContextGovernor, GovernanceResult
+from langchain_context_governance.governor import ContextGovernor
 from langchain_context_governance.langgraph import keep_latest_record
 from langchain_context_governance.model_settings import model_label, settings_for_model
 from langchain_context_governance.overflow import (
     acall_with_overflow_recovery,
     call_with_overflow_recovery,
 )
+from langchain_context_governance.report import GovernanceResult
 from langchain_context_governance.state.record import RECORD_KEY
 from langchain_context_governance.tokens.calibration import Overflow, with_overflows
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run

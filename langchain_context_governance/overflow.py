@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from langchain_context_governance.governor import GovernanceResult
+from langchain_context_governance.report import GovernanceResult
 from langchain_context_governance.tokens.calibration import Overflow, overflow_from_error
 
 __all__ = ["acall_with_overflow_recovery", "call_with_overflow_recovery"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import (
@@ -19,18 +19,40 @@ from langchain_core.runnables.config import (
     get_callback_manager_for_config,
 )
 
+from langchain_context_governance.report import GovernanceReport, GovernanceResult, GovernorInput
 from langchain_context_governance.state.conversation import thread_id_of
+from langchain_context_governance.tokens.calibration import Overflow
 
-if TYPE_CHECKING:
-    from langchain_context_governance.governor import (
-        ContextGovernor,
-        GovernanceReport,
-        GovernanceResult,
-        GovernorInput,
-    )
-    from langchain_context_governance.tokens.calibration import Overflow
+__all__ = ["Governs", "agovern_in_run", "govern_in_run", "report_as_dict"]
 
-__all__ = ["agovern_in_run", "govern_in_run", "report_as_dict"]
+
+class Governs(Protocol):
+    """What the integrations call on a governor (`ContextGovernor` is one): they depend on
+    this, not on the governor's module, so no import circle runs through them."""
+
+    overflow_retries: int
+
+    def govern(
+        self,
+        messages: GovernorInput,
+        *,
+        thread_id: str | None = None,
+        tools: Sequence[Any] | None = None,
+        record: Mapping[str, Any] | None = None,
+        overflows: Sequence[Overflow] = (),
+    ) -> GovernanceResult: ...
+
+    async def agovern(
+        self,
+        messages: GovernorInput,
+        *,
+        thread_id: str | None = None,
+        tools: Sequence[Any] | None = None,
+        record: Mapping[str, Any] | None = None,
+        overflows: Sequence[Overflow] = (),
+    ) -> GovernanceResult: ...
+
+    def get_name(self, suffix: str | None = None, *, name: str | None = None) -> str: ...
 
 
 def report_as_dict(report: GovernanceReport) -> dict[str, Any]:
@@ -59,7 +81,7 @@ def _run_outputs(result: GovernanceResult) -> dict[str, Any]:
 
 
 def govern_in_run(
-    governor: ContextGovernor,
+    governor: Governs,
     messages: GovernorInput,
     config: RunnableConfig | None = None,
     *,
@@ -97,7 +119,7 @@ def govern_in_run(
 
 
 async def agovern_in_run(
-    governor: ContextGovernor,
+    governor: Governs,
     messages: GovernorInput,
     config: RunnableConfig | None = None,
     *,

@@ -130,9 +130,12 @@ def test_unforeseen_failure_falls_back_to_minimal_repair(monkeypatch, caplog):
     def explode(*args, **kwargs):
         raise RuntimeError("boom")
 
-    import langchain_context_governance.governor as governor_module
+    import langchain_context_governance.pipeline as pipeline_module
 
-    monkeypatch.setattr(governor_module.ContextGovernor, "_compact_and_cut", explode)
+    steps = pipeline_module.STEPS
+    monkeypatch.setattr(
+        pipeline_module, "STEPS", (steps[0], ("compact and cut", explode), *steps[2:])
+    )
     with caplog.at_level(logging.ERROR, logger="langchain_context_governance"):
         governed = ContextGovernor().govern(broken_history())
     assert governed.report.fell_back
@@ -250,9 +253,9 @@ def test_snip_runs_before_the_second_repair(monkeypatch):
         order.append("snip")
         return real_snip(messages, **kwargs)
 
-    import langchain_context_governance.governor as governor_module
+    import langchain_context_governance.pipeline as pipeline_module
 
-    monkeypatch.setattr(governor_module, "snip_history_with_count", tracking_snip)
+    monkeypatch.setattr(pipeline_module, "snip_history_with_count", tracking_snip)
     ContextGovernor(context_window_tokens=9_000, compaction="keep_recent").invoke(tool_loop(10))
     assert order == ["snip"]
 

@@ -24,6 +24,7 @@ from langchain_context_governance._messages import (
     message_fingerprint,
     messages_to_govern,
 )
+from langchain_context_governance.pipeline import Pipeline
 from langchain_context_governance.state.record import stable_digest
 from tests.builders import ai_calls, call, result
 from tests.strategies import without_content
@@ -198,8 +199,8 @@ def test_the_fallback_itself_never_fails(
     def fails(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("unforeseen")
 
-    monkeypatch.setattr(ContextGovernor, "_run_pipeline", fails)
-    monkeypatch.setattr(ContextGovernor, "_request_repairs", lambda self: [("broken", fails)])
+    monkeypatch.setattr(Pipeline, "run", fails)
+    monkeypatch.setattr(Pipeline, "minimal_repair", fails)
     with caplog.at_level(logging.ERROR, logger="langchain_context_governance"):
         result = governor.govern(history())
     assert result.report.fell_back
