@@ -680,7 +680,9 @@ class RepairStream:
     def _remember_read(self, messages: Sequence[BaseMessage], up_to: int) -> None:
         if up_to <= self._read:
             return
-        read = list(islice(messages, self._read, up_to))
+        # A slice, not islice: islice walks the history from its start on every call, which
+        # made first contact quadratic in the history's length.
+        read = list(messages[self._read : up_to])
         self._objects.extend(read)
         if self._keys is not None:
             self._keys.extend(message_keys(read))
