@@ -315,6 +315,22 @@ def run_concurrency(arguments: argparse.Namespace) -> list[Target]:
     return targets
 
 
+def run_growth(arguments: argparse.Namespace) -> list[Target]:
+    """Steady calls at 1,000 and 10,000 messages, first contact at 10,000 and 100,000."""
+    from benchmarks.growth import growth_table, growth_targets, measure_growth
+
+    _progress("measuring how a call's cost grows with the history")
+    result = measure_growth(quick=arguments.quick)
+    print(
+        "\n## Growth: CPU milliseconds of a steady call (median) and of first contact, "
+        "window 128,000 tokens\n"
+    )
+    print(growth_table(result))
+    targets = growth_targets(result)
+    print("\n" + render_targets(targets))
+    return targets
+
+
 def trajectories_directory(arguments: argparse.Namespace) -> Path:
     directory = Path(arguments.trajectories)
     if not directory.is_absolute():
@@ -527,6 +543,9 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-loop", action="store_true")
     parser.add_argument("--skip-concurrency", action="store_true")
     parser.add_argument(
+        "--skip-growth", action="store_true", help="no steady-call and first-contact growth"
+    )
+    parser.add_argument(
         "--trajectories",
         default=str(DEFAULT_TRAJECTORIES),
         help="directory of real runs with a MANIFEST.json (relative to the repository root)",
@@ -578,6 +597,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         targets += run_loop(arguments)
     if not arguments.skip_concurrency and governor_available():
         targets += run_concurrency(arguments)
+    if not arguments.skip_growth and governor_available():
+        targets += run_growth(arguments)
     if not arguments.skip_trajectories:
         targets += run_trajectories(arguments)
     if not arguments.skip_tool_heavy:
