@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import sys
 from array import array
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Reversible
 from itertools import islice
 from typing import Any
 
@@ -70,6 +70,10 @@ class PackedInts:
             return self._packed
         if isinstance(values, (array, list)):
             new: Iterable[Any] = values[self._count :]
+        elif isinstance(values, Reversible):
+            # A dict or one of its views: walked from its end, so only what was added is
+            # read (from the start, every call would walk the whole column).
+            new = list(islice(reversed(values), len(values) - self._count))[::-1]
         else:
             new = islice(values, self._count, None)
         if number is not None:
