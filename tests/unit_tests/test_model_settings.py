@@ -341,3 +341,36 @@ def test_an_output_limit_as_large_as_the_window_reserves_a_quarter_of_it(
     assert "where max_output_tokens=N is not given" in said
     chosen = ContextGovernor.from_model(model, max_output_tokens=8_000)
     assert chosen.max_output_tokens == 8_000
+
+
+def test_a_latest_alias_without_a_profile_is_refused_naming_the_setting_to_pass() -> None:
+    """The notebooks' helper used claude-3-5-haiku-latest: LangChain has no profile for it."""
+    anthropic = pytest.importorskip("langchain_anthropic")
+    model = anthropic.ChatAnthropic(model="claude-3-5-haiku-latest", api_key="unused")
+    with pytest.raises(ValueError, match=r"'claude-3-5-haiku-latest'.*context_window_tokens=N"):
+        ContextGovernor.from_model(model)
+    governor = ContextGovernor.from_model(model, context_window_tokens=200_000)
+    assert governor.provider == "anthropic" and governor.context_window_tokens == 200_000
+
+
+def azure(offline_openai: Any, deployment: str) -> Any:
+    return offline_openai.AzureChatOpenAI(
+        azure_endpoint="https://example.openai.azure.com",
+        api_key="unused",
+        api_version="2024-10-21",
+        azure_deployment=deployment,
+    )
+
+
+def test_an_azure_deployment_is_resolved_by_a_model_name_or_refused_naming_the_setting(
+    offline_openai: Any,
+) -> None:
+    assert ContextGovernor.from_model(azure(offline_openai, "gpt-4o")).context_window_tokens
+    with pytest.raises(
+        ValueError, match=r"azure_deployment='team-prod-4'.*pass context_window_tokens=N"
+    ):
+        ContextGovernor.from_model(azure(offline_openai, "team-prod-4"))
+    governor = ContextGovernor.from_model(
+        azure(offline_openai, "team-prod-4"), context_window_tokens=128_000
+    )
+    assert governor.provider == "openai" and governor.counter.name == "tiktoken:o200k_base"
