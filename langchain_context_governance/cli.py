@@ -343,7 +343,7 @@ def report_table(report: GovernanceReport, *, title: str, kept_after: int = 0) -
         table.add_row("budget", f"{report.budget:,}, {verdict}")
     if kept_after:
         noun = "message" if kept_after == 1 else "messages"
-        table.add_row("kept after", f"{kept_after} final {noun}, as they were (not counted)")
+        table.add_row("kept after", f"{kept_after} final {noun}, unchanged (not counted)")
     if report.fell_back:
         table.add_row("fallback", "yes: only the minimal repair ran (see the log)")
     return table
