@@ -1,8 +1,8 @@
 """The package's layers import only downwards, so no import cycle can come back.
 
-`_added`, `_messages`, `_reasoning` and `tokens` -> `passes` -> `rules` -> `state` ->
-`governor` -> the integrations. A module may import its own layer and those below it,
-at the top of the file or inside a function alike.
+`_added`, `_messages`, `_model_classes`, `_reasoning` and `tokens` -> `passes` -> `rules`
+-> `state` -> `governor` -> the integrations. A module may import its own layer and those
+below it, at the top of the file or inside a function alike.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def test_a_layer_never_imports_a_layer_above_it(layer: str) -> None:
 
 
 def test_the_helpers_below_the_passes_import_no_layer() -> None:
-    for helper in ("_added.py", "_messages.py", "_reasoning.py"):
+    for helper in ("_added.py", "_messages.py", "_model_classes.py", "_reasoning.py"):
         modules = imported_modules(PACKAGE / helper)
         layered = {m for m in modules if m.startswith(NAME) and not m.startswith(f"{NAME}._")}
         assert layered == set(), helper
