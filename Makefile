@@ -2,13 +2,17 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Test processes (pytest-xdist); the suite keeps no state across tests that a worker shares.
+WORKERS ?= 2
+# The only variable that lets a notebook call a real model: never set under `make test`.
+REAL_MODEL_VARIABLE := CONTEXT_GOVERNANCE_NOTEBOOK_REAL_MODEL
 
 .PHONY: install demo test lint format typecheck unit notebooks fuzz bench bfcl-wheel scale scale-ci clean
 
 $(BIN)/activate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,agents,plot]"
+	$(BIN)/python -m pip install --quiet -e ".[test,agents,plot,notebooks]"
 	touch $(BIN)/activate
 
 install: $(BIN)/activate
@@ -28,15 +32,15 @@ typecheck: install
 	$(BIN)/mypy
 
 unit: install
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(WORKERS)
 
 notebooks: install
-	@if ls notebooks/*.ipynb >/dev/null 2>&1; then $(BIN)/pytest -q --nbmake notebooks; else echo 'no notebooks yet'; fi
+	env -u $(REAL_MODEL_VARIABLE) $(BIN)/pytest -q -n $(WORKERS) --nbmake notebooks
 
 test: lint typecheck unit notebooks
 
 fuzz: install
-	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -q -m fuzz tests
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -q -n $(WORKERS) -m fuzz tests
 
 # The tool-heavy replay reads the bfcl-eval wheel (data and tool backends) as a zip at run
 # time; it is downloaded once to a cache outside the repository, never installed or copied.

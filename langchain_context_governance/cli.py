@@ -17,10 +17,10 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO
+from typing import Annotated, Any, BinaryIO, get_args
 
 import typer
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -38,6 +38,7 @@ from langchain_context_governance.rules.templates import (
 from langchain_context_governance.rules.validate import PROVIDERS, Violation, validate_messages
 from langchain_context_governance.state.cache_aware import DEFAULT_KEEP_RECENT
 from langchain_context_governance.tokens.counter import COUNTER_NAMES
+from langchain_context_governance.tokens.encodings import encoding_name_for_model
 from langchain_context_governance.tracing import report_as_dict
 from langchain_context_governance.transcripts import (
     Transcript,
@@ -62,6 +63,12 @@ BYTES_PER_MB = 1024 * 1024
 
 DEFAULT_MAX_OUTPUT = ContextGovernor.model_fields["max_output_tokens"].default
 DEFAULT_SAFETY_BUFFER = ContextGovernor.model_fields["safety_buffer"].default
+DEFAULT_COMPACTION = ContextGovernor.model_fields["compaction"].default
+COMPACTIONS: tuple[str, ...] = get_args(ContextGovernor.model_fields["compaction"].annotation)
+# Formats that are a conversation as stored, not a request: their final answer stays.
+STORED_FORMATS: frozenset[TranscriptFormat] = frozenset(
+    {"openai-json", "openai-jsonl", "langchain"}
+)
 # The rules an input is checked against unless --provider says otherwise.
 PROVIDER_OF_FORMAT: dict[TranscriptFormat, str] = {"anthropic-request": "anthropic"}
 
@@ -206,11 +213,12 @@ def _provider_for(transcript: Transcript, provider: str | None) -> str:
     return provider or PROVIDER_OF_FORMAT.get(transcript.format, "openai")
 
 
-def model_limits(model_name: str) -> ModelLimits:
+def model_limits(model_name: str, *, source: str = "--model") -> ModelLimits:
     """The window and output reservation LangChain's model profile gives `model_name`.
 
     The chat model is built (`chat_model_from_string`) only to read its `profile`;
-    nothing is sent. Needs `langchain` and the provider's integration package.
+    nothing is sent. Needs `langchain` and the provider's integration package. `source`
+    names where the name came from, in the error.
 
     Example:
         >>> model_limits("gpt-4o-mini")  # doctest: +SKIP
@@ -219,17 +227,17 @@ def model_limits(model_name: str) -> ModelLimits:
     try:
         model = chat_model_from_string(model_name)
     except ImportError as error:
-        raise BadInput(f"--model {model_name}: {error}; or pass --window") from error
+        raise BadInput(f"{source} {model_name}: {error}; or pass --window") from error
     except ValueError as error:
         raise BadInput(
-            f"--model {model_name}: {error}. Name a model LangChain knows (for example "
+            f"{source} {model_name}: {error}. Name a model LangChain knows (for example "
             "openai:gpt-4o-mini), or pass --window N instead"
         ) from error
     profile: dict[str, Any] = dict(getattr(model, "profile", None) or {})
     window = profile.get("max_input_tokens")
     if not window:
         raise BadInput(
-            f"--model {model_name}: LangChain's model profiles give no context window for "
+            f"{source} {model_name}: LangChain's model profiles give no context window for "
             "this model; pass --window"
         )
     output = profile.get("max_output_tokens")
@@ -246,13 +254,18 @@ def build_governor(
     provider: str,
     safety_buffer: int = DEFAULT_SAFETY_BUFFER,
     tools: Sequence[Any] | None = None,
+    exclude_tools: Sequence[str] = (),
+    compaction: str = DEFAULT_COMPACTION,
+    pin_task: bool = True,
+    model_source: str = "--model",
 ) -> ContextGovernor:
     """A governor from the command's options; explicit options win over the model profile.
 
     `tools` are the request body's tool definitions; they count against the budget. With
-    `--model`, "tiktoken" counts with the encoding of that model.
+    `--model`, "tiktoken" counts with the encoding of that model where it is an OpenAI
+    model's, else with o200k_base.
     """
-    if counter == "tiktoken" and model_name is not None:
+    if counter == "tiktoken" and model_name is not None and _has_encoding(model_name):
         counter = f"tiktoken:{model_name}"
     settings: dict[str, Any] = {
         "token_counter": counter,
@@ -260,9 +273,12 @@ def build_governor(
         "provider": provider,
         "safety_buffer": safety_buffer,
         "tools": list(tools) if tools else None,
+        "exclude_tools": frozenset(exclude_tools),
+        "compaction": compaction,
+        "pin_task": pin_task,
     }
     if model_name is not None:
-        limits = model_limits(model_name)
+        limits = model_limits(model_name, source=model_source)
         settings["context_window_tokens"] = limits.context_window_tokens
         if limits.max_output_tokens is not None:
             settings["max_output_tokens"] = limits.max_output_tokens
@@ -278,16 +294,26 @@ def build_governor(
     return governor
 
 
+def _has_encoding(model_name: str) -> bool:
+    try:
+        encoding_name_for_model(model_name.split(":", 1)[-1])
+    except ValueError:
+        return False
+    return True
+
+
 def _settings_named(error: ValueError) -> str:
     text = _first_error_line(error)
     if "tools[" in text:
         return "the request's tools"
     if "token_counter" in text:
         return "--counter"
+    if "exclude_tools" in text:
+        return "--exclude-tools"
     return "--window/--max-output/--safety-buffer"
 
 
-def _first_error_line(error: ValueError) -> str:
+def _first_error_line(error: Exception) -> str:
     # Pydantic wraps our own message in a multi-line validation error; keep its core.
     errors = getattr(error, "errors", None)
     if callable(errors):
@@ -297,8 +323,12 @@ def _first_error_line(error: ValueError) -> str:
     return str(error).splitlines()[0]
 
 
-def report_table(report: GovernanceReport, *, title: str) -> Table:
-    """The report as a table: messages each pass changed, then tokens against the budget."""
+def report_table(report: GovernanceReport, *, title: str, kept_after: int = 0) -> Table:
+    """The report as a table: messages each pass changed, then tokens against the budget.
+
+    `kept_after` is the number of final messages written after the governed ones as they
+    were (a stored conversation's final answer, an Anthropic body's prefill).
+    """
     table = Table(title=title, title_justify="left")
     table.add_column("pass")
     table.add_column("messages changed", justify="right")
@@ -307,9 +337,14 @@ def report_table(report: GovernanceReport, *, title: str) -> Table:
     table.add_section()
     table.add_row("messages", f"{report.messages_before:,} -> {report.messages_after:,}")
     table.add_row("tokens", f"{report.tokens_before:,} -> {report.tokens_after:,}")
-    budget = "none (no window)" if report.budget is None else f"{report.budget:,}"
-    verdict = "within budget" if report.within_budget else "OVER BUDGET"
-    table.add_row("budget", f"{budget}, {verdict}")
+    if report.budget is None:
+        table.add_row("budget", "none: no window given (--window or --model), repairs only")
+    else:
+        verdict = "within budget" if report.within_budget else "OVER BUDGET"
+        table.add_row("budget", f"{report.budget:,}, {verdict}")
+    if kept_after:
+        noun = "message" if kept_after == 1 else "messages"
+        table.add_row("kept after", f"{kept_after} final {noun}, unchanged (not counted)")
     if report.fell_back:
         table.add_row("fallback", "yes: only the minimal repair ran (see the log)")
     return table
@@ -352,30 +387,48 @@ def _write_output(output: Path | None, text: str) -> None:
 
 def _governed_text(
     transcript: Transcript, governor: ContextGovernor
-) -> tuple[str, GovernanceReport]:
-    messages, prefill = _split_prefill(transcript)
+) -> tuple[str, GovernanceReport, int]:
+    messages, kept = _split_final_messages(transcript)
     result = governor.govern(messages)
     try:
         text = dump_transcript(
-            [*result.messages, *prefill], format=transcript.format, request=transcript.request
+            [*result.messages, *kept], format=transcript.format, request=transcript.request
         )
     except ValueError as error:
         raise BadInput(f"cannot write the governed transcript: {error}") from error
-    return text, result.report
+    return text, result.report, len(kept)
 
 
-def _split_prefill(transcript: Transcript) -> tuple[list[BaseMessage], list[BaseMessage]]:
-    """The messages to govern or check, and an Anthropic body's final prefill, kept as it is.
+def _split_final_messages(
+    transcript: Transcript,
+) -> tuple[list[BaseMessage], list[BaseMessage]]:
+    """The messages to govern or check, and the final ones kept as they are.
 
-    A prefill is the start of Claude's answer, not a turn of the conversation; the
-    governor would drop it as a trailing assistant turn, and the rules call it one.
+    Those are an Anthropic body's prefill (the start of Claude's answer, not a turn) and a
+    stored conversation's final answer (its closing assistant messages without tool
+    calls: the next request adds a user turn after them). A request ends on a user turn,
+    so the governor would drop them, and the rules would call them a trailing turn.
     """
+    messages = transcript.messages
+    if transcript.format in STORED_FORMATS:
+        start = len(messages)
+        while start > 0 and _is_an_answer(messages[start - 1]):
+            start -= 1
+        # A conversation of answers only has nothing else to govern.
+        start = start if start > 0 else len(messages)
+        return messages[:start], messages[start:]
     if transcript.format != "anthropic-request":
-        return transcript.messages, []
-    prefill = legal_prefill(transcript.messages, transcript.request)
+        return messages, []
+    prefill = legal_prefill(messages, transcript.request)
     if prefill is None:
-        return transcript.messages, []
-    return transcript.messages[:-1], [prefill]
+        return messages, []
+    return messages[:-1], [prefill]
+
+
+def _is_an_answer(message: BaseMessage) -> bool:
+    return (
+        isinstance(message, AIMessage) and not message.tool_calls and not message.invalid_tool_calls
+    )
 
 
 @app.command()
@@ -413,7 +466,9 @@ def govern(
         typer.Option(
             "--model",
             help="Take the window and output reservation from LangChain's profile of this "
-            "model, e.g. gpt-4o-mini or openai:gpt-4.1.",
+            "model, e.g. gpt-4o-mini or openai:gpt-4.1. "
+            + _default('a request body\'s "model", where neither --model nor --window is given'),
+            show_default=False,
         ),
     ] = None,
     counter: Annotated[
@@ -433,6 +488,31 @@ def govern(
             help="Newest tool results never compacted (both compaction modes).",
         ),
     ] = DEFAULT_KEEP_RECENT,
+    exclude_tools: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude-tools",
+            help="Tools whose results are never compacted and whose calls are kept across "
+            "cuts while they fit (repeat it, or separate names with commas).",
+            show_default=False,
+        ),
+    ] = None,
+    compaction: Annotated[
+        str,
+        typer.Option(
+            "--compaction",
+            callback=_one_of(COMPACTIONS),
+            help=f"How older results give way: {', '.join(COMPACTIONS)}.",
+        ),
+    ] = DEFAULT_COMPACTION,
+    pin_task: Annotated[
+        bool,
+        typer.Option(
+            "--pin-task/--no-pin-task",
+            help="Keep the first user message (the task) after the system messages in every "
+            "request.",
+        ),
+    ] = True,
     provider: ProviderOption = None,
     output: Annotated[
         Path | None,
@@ -447,21 +527,29 @@ def govern(
 ) -> None:
     """Write the governed transcript, in the input's format; the report goes to stderr.
 
-    The tool definitions of a request body count against the budget and are written back.
+    The tool definitions of a request body count against the budget and are written back;
+    a request body's "model" sizes the window as --model does, where neither --model nor
+    --window is given. A stored conversation's final answer is written back after the
+    governed messages, as it was.
     """
     try:
         transcript = _read_transcript(file, max_input_mb=max_input_mb)
-        governor = build_governor(
-            window=window,
-            max_output=max_output,
-            model_name=model,
-            counter=counter,
-            keep_recent=keep_recent,
-            provider=_provider_for(transcript, provider),
-            safety_buffer=safety_buffer,
-            tools=_request_tools(transcript),
-        )
-        text, report = _governed_text(transcript, governor)
+        settings: dict[str, Any] = {
+            "max_output": max_output,
+            "counter": counter,
+            "keep_recent": keep_recent,
+            "provider": _provider_for(transcript, provider),
+            "safety_buffer": safety_buffer,
+            "tools": _request_tools(transcript),
+            "exclude_tools": _tool_names(exclude_tools),
+            "compaction": compaction,
+            "pin_task": pin_task,
+        }
+        if model is None and window is None and _body_model(transcript) is not None:
+            governor = _governor_for_the_body_model(transcript, settings)
+        else:
+            governor = build_governor(window=window, model_name=model, **settings)
+        text, report, kept_after = _governed_text(transcript, governor)
         _write_output(output, text)
     except BadInput as error:
         raise _fail(str(error)) from None
@@ -469,10 +557,45 @@ def govern(
         raise _fail(f"{file}: the transcript is nested too deeply to govern") from None
     except OSError as error:
         raise _fail(f"{output}: {error.strerror or error}") from None
+    except (ValueError, TypeError) as error:
+        text = _first_error_line(error)
+        raise _fail(f"{_tools_or(file, text)}: {text}") from None
     if report_json:
-        typer.echo(json.dumps(report_as_dict(report), indent=2), err=True)
+        report_dict = {**report_as_dict(report), "kept_after": kept_after}
+        typer.echo(json.dumps(report_dict, indent=2), err=True)
     else:
-        _stderr().print(report_table(report, title=f"Context governance of {file}"))
+        table = report_table(report, title=f"Context governance of {file}", kept_after=kept_after)
+        _stderr().print(table)
+
+
+def _tools_or(file: Path, error_text: str) -> str:
+    """What an error is about: the request's tool definitions, or else the file."""
+    return "the request's tools" if "tools[" in error_text else str(file)
+
+
+def _tool_names(options: list[str] | None) -> list[str]:
+    """`--exclude-tools a,b --exclude-tools c` as ["a", "b", "c"]."""
+    return [name.strip() for option in options or () for name in option.split(",") if name.strip()]
+
+
+def _body_model(transcript: Transcript) -> str | None:
+    model = transcript.request.get("model")
+    return model if isinstance(model, str) and model.strip() else None
+
+
+def _governor_for_the_body_model(
+    transcript: Transcript, settings: dict[str, Any]
+) -> ContextGovernor:
+    """Sized for the request body's model, as with --model; where LangChain does not know
+    it, repairs only, said in one line (an unknown model is no error in a request)."""
+    model = _body_model(transcript)
+    try:
+        return build_governor(
+            window=None, model_name=model, model_source='the body\'s "model"', **settings
+        )
+    except BadInput as error:
+        typer.echo(f"{error}; without one, repairs only", err=True)
+        return build_governor(window=None, model_name=None, **settings)
 
 
 def _request_tools(transcript: Transcript) -> list[Any] | None:
@@ -526,14 +649,18 @@ def check(
     chat_template: ChatTemplateOption = None,
     max_input_mb: MaxInputOption = DEFAULT_MAX_INPUT_MB,
 ) -> None:
-    """List every rule the transcript breaks; exit 1 when it breaks any, 0 when clean."""
+    """List every rule the transcript breaks; exit 1 when it breaks any, 0 when clean.
+
+    A stored conversation's final answer is not checked: the next request adds a user
+    turn after it.
+    """
     try:
         transcript = _read_transcript(file, max_input_mb=max_input_mb)
     except BadInput as error:
         raise _fail(str(error)) from None
     provider = _provider_for(transcript, provider)
     template = None if chat_template is None else _probed_chat_template(chat_template)
-    messages, _ = _split_prefill(transcript)
+    messages, _ = _split_final_messages(transcript)
     try:
         violations = validate_messages(
             messages,
@@ -545,8 +672,11 @@ def check(
         raise _fail(str(error)) from None
     except ChatTemplateLimitExceeded as error:
         raise _fail(f"--chat-template {chat_template}: {error}") from None
-    except ValueError as error:  # a tool definition the template cannot be given
-        raise _fail(f"the request's tools: {error}") from None
+    except RecursionError:
+        raise _fail(f"{file}: the transcript is nested too deeply to check") from None
+    except (ValueError, TypeError) as error:  # e.g. a tool definition no template can take
+        text = _first_error_line(error)
+        raise _fail(f"{_tools_or(file, text)}: {text}") from None
     for violation in violations:
         typer.echo(violation_line(file, violation, transcript))
     count = len(violations)

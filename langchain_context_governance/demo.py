@@ -417,11 +417,19 @@ def call_line(call: CallRecord) -> str:
     )
 
 
+def _saved_text(result: DemoResult) -> str:
+    """Tokens saved and their share; where the window held every history, what the repairs
+    added instead (a backfilled result costs tokens, nothing needed cutting)."""
+    saved = result.tokens_saved
+    if saved <= 0:
+        return f"none: every history fit the window (the repairs added {-saved:,} tokens)"
+    raw_total = sum(call.raw_tokens for call in result.calls)
+    return f"{saved:,} ({saved / raw_total:.0%})"
+
+
 def summary_table(result: DemoResult) -> Table:
     """The end-of-run summary: calls, tokens saved, requests governance saved from a 400."""
     calls = len(result.calls)
-    raw_total = sum(call.raw_tokens for call in result.calls)
-    saved_share = result.tokens_saved / raw_total if raw_total else 0.0
     table = Table(title="Demo summary", title_justify="left", show_header=False)
     table.add_column("what")
     table.add_column("value", justify="right")
@@ -437,7 +445,7 @@ def summary_table(result: DemoResult) -> Table:
         "largest governed request",
         f"{max((c.sent_tokens for c in result.calls), default=0):,} tokens",
     )
-    table.add_row("prompt tokens saved", f"{result.tokens_saved:,} ({saved_share:.0%})")
+    table.add_row("prompt tokens saved", _saved_text(result))
     table.add_row(
         "rejected without governance",
         f"{result.rejected_without_governance} of {calls} "

@@ -251,7 +251,11 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         reject_unknown_settings(overrides, cls.model_fields, where=f"{cls.__name__}.from_model")
         if isinstance(chat_model, str):
             chat_model = chat_model_from_string(chat_model)
-        settings = settings_for_model(chat_model, chat_template=overrides.get("chat_template"))
+        settings = settings_for_model(
+            chat_model,
+            chat_template=overrides.get("chat_template"),
+            provider=overrides.get("provider"),
+        )
         budget_given = "context_window_tokens" in overrides or "max_input_tokens" in overrides
         if "context_window_tokens" not in settings and not budget_given:
             raise ValueError(

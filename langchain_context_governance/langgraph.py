@@ -57,8 +57,10 @@ LLM_INPUT_MESSAGES_KEY = "llm_input_messages"
 """The state key `create_react_agent` sends to the model instead of `messages`."""
 
 _MESSAGES_KEY = "messages"
-# The config key under which LangGraph gives a node its state reader.
+# The config keys under which LangGraph gives a node its state reader and the graph's
+# checkpointer.
 _CONFIG_KEY_READ = "__pregel_read"
+_CONFIG_KEY_CHECKPOINTER = "__pregel_checkpointer"
 _NODE_NAME = "context_governance"
 
 
@@ -104,6 +106,7 @@ class _PreModelNode:
         self.mode = mode
         self.report_key = report_key
         self._warned = threading.Event()
+        self._warned_record = threading.Event()
 
     def update_for(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         messages = _state_messages(state)
@@ -137,7 +140,34 @@ class _PreModelNode:
                 LLM_INPUT_MESSAGES_KEY,
                 LLM_INPUT_MESSAGES_KEY,
             )
+        if channels is not None and RECORD_KEY not in channels:
+            self._warn_if_the_record_stays_in_this_process(config)
         return channels
+
+    def _warn_if_the_record_stays_in_this_process(self, config: RunnableConfig) -> None:
+        """Once per node: a checkpointed graph whose state cannot hold the record.
+
+        A node cannot add a key to a compiled graph's state (its channels are fixed by
+        the schema), so the user declares it.
+        """
+        checkpointer = (config.get("configurable") or {}).get(_CONFIG_KEY_CHECKPOINTER)
+        if checkpointer is None or self.governor.store is not None:
+            return
+        if self._warned_record.is_set():
+            return
+        self._warned_record.set()
+        logger.warning(
+            "context governance: this graph has a checkpointer, but its state has no %r key, "
+            "so the governance record (the summary, the decisions of earlier calls) is kept "
+            "in this process only: another worker, or this one after a restart, rebuilds it "
+            "and may ask the summary model again and send a request the prompt cache does "
+            "not hold. Add `%s: GovernanceRecordField` (from "
+            "langchain_context_governance.langgraph) to the state schema (with "
+            "create_react_agent: a subclass of AgentState passed as state_schema), or use "
+            "GovernedMessagesState.",
+            RECORD_KEY,
+            RECORD_KEY,
+        )
 
     def _update(
         self,
@@ -194,7 +224,9 @@ def build_pre_model_hook(
     (`GovernedMessagesState` does; add `context_governance: GovernanceRecordField` to
     your own schema): the checkpointer keeps it with the thread, so another worker, or
     this one after a restart, continues with the same summary and prefix report instead
-    of asking the summary model again. Without the key, the state lives in this process.
+    of asking the summary model again. Without the key, the state lives in this process:
+    on a graph with a checkpointer (and a governor without a `store`) the node logs one
+    WARNING saying how to add the key.
 
     The node works the same under `invoke`, `ainvoke`, `stream` and `astream`, finds
     the conversation's state by the run's `thread_id`, and raises ValueError rather

@@ -17,8 +17,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +28,12 @@ from urllib.parse import urlsplit
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.runnables import Runnable, RunnableBinding
 
+from langchain_context_governance._model_classes import (
+    PROVIDER_OF_PACKAGE,
+    classes_to_read,
+    is_configurable_model,
+    package_of,
+)
 from langchain_context_governance.tokens.counter import counter_spec_for_model
 
 __all__ = [
@@ -48,23 +56,7 @@ _OPENAI_HOSTS = frozenset({"api.openai.com"})
 _ZHIPU_HOSTS = frozenset({"open.bigmodel.cn", "api.z.ai"})
 # Bedrock model ids name their family first, after an optional inference-profile region.
 _BEDROCK_FAMILIES = {"anthropic": "anthropic", "mistral": "mistral"}
-# Integration packages recognised by the top-level module of the model's class.
-_PACKAGE_PROVIDERS = {
-    "langchain_anthropic": "anthropic",
-    "langchain_google_genai": "gemini",
-    "langchain_mistralai": "mistral",
-}
-_OTHER_KNOWN_PACKAGES = frozenset(
-    {
-        "langchain_openai",
-        "langchain_google_vertexai",
-        "langchain_aws",
-        "langchain_huggingface",
-        "langchain_community",
-        "langchain_context_governance",
-    }
-)
-# Said once per model class (or model, for the output reservation), not on every call.
+# Said once per model (the output reservation), not on every call.
 _logged: set[str] = set()
 _logged_lock = threading.Lock()
 
@@ -130,11 +122,6 @@ class ProviderChoice:
 
     provider: str
     reason: str
-    known: bool = True
-
-
-def _package(cls: type) -> str:
-    return cls.__module__.split(".", 1)[0]
 
 
 def _host(url: Any) -> str | None:
@@ -186,17 +173,15 @@ def _vertex_choice(class_name: str) -> ProviderChoice:
         return ProviderChoice("mistral", f"{class_name} (Mistral on Vertex AI)")
     if class_name == "ChatVertexAI":
         return ProviderChoice("gemini", "langchain-google-vertexai")
-    return ProviderChoice(
-        UNKNOWN_MODEL_PROVIDER, f"{class_name} (a Vertex AI Model Garden model)", known=False
-    )
+    return ProviderChoice(UNKNOWN_MODEL_PROVIDER, f"{class_name} (a Vertex AI Model Garden model)")
 
 
 def _choice_by_package(
     model: Any, cls: type, *, chat_template: str | None
 ) -> ProviderChoice | None:
-    package, name = _package(cls), cls.__name__
-    if package in _PACKAGE_PROVIDERS:
-        return ProviderChoice(_PACKAGE_PROVIDERS[package], package.replace("_", "-"))
+    package, name = package_of(cls), cls.__name__
+    if package in PROVIDER_OF_PACKAGE:
+        return ProviderChoice(PROVIDER_OF_PACKAGE[package], package.replace("_", "-"))
     if package == "langchain_openai":
         return _openai_choice(model, name, chat_template=chat_template)
     if package == "langchain_google_vertexai":
@@ -223,8 +208,9 @@ def provider_for_model(
     is given (then "openai", with the template's rules); Zhipu's own clients -> "glm";
     Bedrock -> the family of the model id ("anthropic", "mistral", else "strict"); a
     model with a tokenizer chat template (ChatHuggingFace) -> "openai" with its template.
-    Any other model gets "strict", and one INFO line says so. A subclass counts as its
-    base class, unless it comes from another integration package (ChatDeepSeek builds on
+    Any other model, and a configurable one (`init_chat_model(configurable_fields=...)`,
+    which picks its model per call), gets "strict". A subclass counts as its base class,
+    unless it comes from another integration package (ChatDeepSeek builds on
     langchain-openai's base class but talks to another API).
 
     Example:
@@ -233,8 +219,14 @@ def provider_for_model(
         'strict'
     """
     model = unwrap_model(chat_model)
+    if is_configurable_model(model):
+        return ProviderChoice(
+            UNKNOWN_MODEL_PROVIDER,
+            "a configurable model (init_chat_model(configurable_fields=...)) picks the model "
+            "it calls on each call, so its class is not known when the governor is built",
+        )
     template = chat_template or _tokenizer_chat_template(model)
-    for cls in _classes_to_read(type(model)):
+    for cls in classes_to_read(type(model)):
         choice = _choice_by_package(model, cls, chat_template=template)
         if choice is not None:
             return choice
@@ -244,26 +236,7 @@ def provider_for_model(
     return ProviderChoice(
         UNKNOWN_MODEL_PROVIDER,
         f"{type(model).__module__}.{name} is not a model class whose API rules are known",
-        known=False,
     )
-
-
-def _classes_to_read(model_class: type) -> list[type]:
-    """The class of the model and the classes it extends, up to langchain-core's.
-
-    Only the model's own class where it comes from an integration package this module
-    does not know: that package talks to its own API through a known client's class.
-    """
-    package = _package(model_class)
-    known = package in _PACKAGE_PROVIDERS or package in _OTHER_KNOWN_PACKAGES
-    if package.startswith("langchain_") and not known:
-        return [model_class]
-    classes: list[type] = []
-    for cls in model_class.__mro__:
-        if _package(cls) in ("langchain_core", "builtins", "pydantic"):
-            break
-        classes.append(cls)
-    return classes
 
 
 def _tokenizer_chat_template(model: Any) -> str | None:
@@ -273,15 +246,20 @@ def _tokenizer_chat_template(model: Any) -> str | None:
 
 
 def settings_for_model(
-    chat_model: Runnable[Any, Any], *, chat_template: str | None = None
+    chat_model: Runnable[Any, Any],
+    *,
+    chat_template: str | None = None,
+    provider: str | None = None,
 ) -> dict[str, Any]:
     """Governor settings read from `chat_model`: window, output, tools, counter, profile.
 
     The window is `profile["max_input_tokens"]` (absent when the profile has none); the
     output reservation is the model's own `max_tokens` where set, else
     `profile["max_output_tokens"]`, and a quarter of the window where that is not below
-    the window (an INFO line says so). `provider` is `provider_for_model`'s pick (with
-    `chat_template`, the one the caller will pass); `chat_template` is the tokenizer's,
+    the window (an INFO line says so). `provider` is the caller's where given, else
+    `provider_for_model`'s pick (with `chat_template`, the one the caller will pass); where
+    that is "strict" for want of knowing the model's API, one WARNING per model object says
+    what the profile does and to pass `provider=`. `chat_template` is the tokenizer's,
     where the model has one.
     """
     model = unwrap_model(chat_model)
@@ -303,17 +281,37 @@ def settings_for_model(
     own_template = _tokenizer_chat_template(model)
     if own_template is not None:
         settings["chat_template"] = own_template
-    choice = provider_for_model(model, chat_template=chat_template)
-    settings["provider"] = choice.provider
-    if not choice.known:
-        _log_once(
-            f"provider:{type(model).__module__}.{type(model).__name__}",
-            "context governance: %s; its requests are held to the %r profile (every "
-            "hosted API's rules). Pass provider=... to choose.",
-            choice.reason,
-            choice.provider,
-        )
+    if provider is None:
+        choice = provider_for_model(model, chat_template=chat_template)
+        if choice.provider == UNKNOWN_MODEL_PROVIDER:
+            _warn_strict_once_per_model(model, choice)
+        provider = choice.provider
+    settings["provider"] = provider
     return settings
+
+
+# The models told about the strict profile (by id, holding each weakly: a chat model is
+# a pydantic model, which cannot be hashed).
+_warned_models: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def _warn_strict_once_per_model(model: Any, choice: ProviderChoice) -> None:
+    """One WARNING per model object: the strict profile rewrites requests a great deal."""
+    with _logged_lock:
+        if _warned_models.get(id(model)) is model:
+            return
+        with contextlib.suppress(TypeError):  # an object without weak references: each time
+            _warned_models[id(model)] = model
+    logger.warning(
+        "context governance: %s; its requests are held to the %r profile, which applies "
+        "every provider's rules at once: it renames every tool-call id that is not 9 "
+        "letters or digits (Mistral's rule), keeps one system message, first, and takes out "
+        "what any hosted API refuses. Pass provider=... (for example provider='openai' for "
+        "an OpenAI-compatible API) to ContextGovernor.from_model or the middleware to hold "
+        "them to the rules of the API the model really uses.",
+        choice.reason,
+        choice.provider,
+    )
 
 
 def _reserve_a_share_of_a_window_the_output_fills(settings: dict[str, Any], label: str) -> None:
@@ -332,8 +330,8 @@ def _reserve_a_share_of_a_window_the_output_fills(settings: dict[str, Any], labe
     _log_once(
         f"output:{label}",
         "context governance: %s can write up to %d tokens, not less than its %d-token "
-        "window; %d tokens (a quarter of the window) are reserved for the answer. Pass "
-        "max_output_tokens=N to choose.",
+        "window; where max_output_tokens=N is not given, a quarter of the window (%d "
+        "tokens) is reserved for the answer.",
         label,
         output,
         window,
@@ -342,7 +340,13 @@ def _reserve_a_share_of_a_window_the_output_fills(settings: dict[str, Any], labe
 
 
 def model_label(chat_model: Runnable[Any, Any]) -> str:
-    """A short name for messages: the model name where it has one, else its class."""
+    """A short name for messages: the model name where it has one, an Azure deployment's
+    name where it has no model name, else its class."""
     model = unwrap_model(chat_model)
     name = getattr(model, "model_name", None) or getattr(model, "model", None)
-    return f"{type(model).__name__}({name!r})" if isinstance(name, str) else type(model).__name__
+    if isinstance(name, str):
+        return f"{type(model).__name__}({name!r})"
+    deployment = getattr(model, "deployment_name", None)
+    if isinstance(deployment, str):
+        return f"{type(model).__name__}(azure_deployment={deployment!r})"
+    return type(model).__name__

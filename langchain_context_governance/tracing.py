@@ -31,6 +31,8 @@ class Governs(Protocol):
     this, not on the governor's module, so no import circle runs through them."""
 
     overflow_retries: int
+    # A LangGraph BaseStore keeping records and offloaded content, or None.
+    store: Any
 
     def govern(
         self,

@@ -41,6 +41,7 @@ from langchain_core.messages import (
 )
 from pydantic import ValidationError
 
+from langchain_context_governance._added import added_kind
 from langchain_context_governance.anthropic_messages import (
     AnthropicFormatError,
     anthropic_body,
@@ -214,7 +215,15 @@ def parse_transcript(text: str, *, source: str = "<input>") -> Transcript:
                 f"not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}",
             ) from error
         return Transcript(_read_messages(records, _openai_message, source), "openai-jsonl")
+    except ValueError as error:
+        raise TranscriptError(source, _unreadable_json(error)) from error
     return _transcript_from_document(document, source)
+
+
+def _unreadable_json(error: ValueError) -> str:
+    """What json.loads refused beyond its syntax: Python's limit on an integer's digits
+    (its advice to raise the limit is for programmers, not for this input)."""
+    return f"the JSON cannot be read: {str(error).splitlines()[0].split(';')[0]}"
 
 
 def _json_lines(text: str, source: str) -> list[Any] | None:
@@ -243,13 +252,17 @@ def _json_lines(text: str, source: str) -> list[Any] | None:
                 f"not valid JSON (line {number}, column {error.colno}): {error.msg}",
                 index=index,
             ) from error
+        except ValueError as error:
+            raise TranscriptError(
+                source, f"line {number}: {_unreadable_json(error)}", index=index
+            ) from error
     return records
 
 
 def _is_json_object(line: str) -> bool:
     try:
         return isinstance(json.loads(line), dict)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         return False
 
 
@@ -453,7 +466,8 @@ def dump_transcript(
     keys the API defines for its role (`OPENAI_MESSAGE_KEYS`: a tool message has no
     name), without the content parts ChatOpenAI leaves out (thinking, another provider's
     tool uses). The message arrays (``openai-json``, ``openai-jsonl``) are transcripts:
-    they also keep a tool result's name and, for a failed one, ``"status": "error"``.
+    they also keep a tool result's name and, for a failed one, ``"status": "error"``
+    (not for a result governance added, which has only the keys of a request's).
     Artifacts and metadata are only kept by the ``langchain`` format.
 
     >>> from langchain_core.messages import HumanMessage
@@ -485,8 +499,15 @@ def dump_transcript(
 
 
 def _openai_record(index: int, message: BaseMessage) -> dict[str, Any]:
-    """A transcript's message: the Chat Completions shape, a tool result's name and status."""
+    """A transcript's message: the Chat Completions shape, a tool result's name and status.
+
+    A message governance added (a backfilled result, a note) has only the keys of its
+    role: nothing was read for it, and a transcript without names gets none from it.
+    """
     record = _chat_completions_message(index, message)
+    if added_kind(message) is not None:
+        allowed = OPENAI_MESSAGE_KEYS[record["role"]]
+        return _ordered({key: value for key, value in record.items() if key in allowed})
     if isinstance(message, ToolMessage) and message.status == "error":
         record["status"] = "error"
     return _ordered(record)

@@ -4,10 +4,13 @@
     python scripts/build_notebooks.py 02         # those whose name contains "02"
 
 The notebooks are committed with their outputs so they read well on GitHub, and the test
-command runs them again (pytest --nbmake notebooks). They always run with the scripted
-model here: API keys are removed from the kernel's environment, so the saved outputs do
-not depend on who builds them. Cell ids and metadata are fixed, so a rebuild without a
-code change gives the same files.
+command runs them again (pytest --nbmake notebooks). They run with the scripted model,
+offline, unless CONTEXT_GOVERNANCE_NOTEBOOK_REAL_MODEL names a chat model
+("openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"): an API key in the environment alone
+never makes them call a provider. Here that variable is removed from the kernel's
+environment (as `make notebooks` does), so the saved outputs do not depend on who builds
+them. Cell ids and metadata are fixed, so a rebuild without a code change gives the same
+files.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import nbformat
 from nbclient import NotebookClient
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
-API_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+# The one variable that lets a notebook call a real model; see the module docstring.
+REAL_MODEL_VARIABLE = "CONTEXT_GOVERNANCE_NOTEBOOK_REAL_MODEL"
 CELL_TIMEOUT_SECONDS = 120
 
 
@@ -39,21 +43,22 @@ def code(source: str) -> Cell:
     return Cell("code", source.strip())
 
 
-CHOOSE_MODEL = '''
+CHOOSE_MODEL = f'''
 import os
 
 
 def real_chat_model():
-    """A real chat model when an API key is set, else None (the scripted model is used)."""
-    if os.environ.get("OPENAI_API_KEY"):
-        from langchain_openai import ChatOpenAI
+    """The chat model {REAL_MODEL_VARIABLE} names ("openai:gpt-4o-mini"), else None.
 
-        return ChatOpenAI(model="gpt-4o-mini", temperature=0)
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        from langchain_anthropic import ChatAnthropic
+    Only this variable makes the notebook call a provider (and spend money); an API key in
+    the environment alone does not. Without it, the scripted model runs offline.
+    """
+    name = os.environ.get("{REAL_MODEL_VARIABLE}", "").strip()
+    if not name:
+        return None
+    from langchain.chat_models import init_chat_model
 
-        return ChatAnthropic(model="claude-3-5-haiku-latest", temperature=0)
-    return None
+    return init_chat_model(name, temperature=0)
 '''
 
 QUICKSTART = [
@@ -64,8 +69,10 @@ QUICKSTART = [
 the model's input budget. It works on a copy: the history you store is never touched.
 
 This notebook runs offline with `ScriptedChatModel`, a fake chat model that rejects
-illegal requests the way a strict provider answers them with a 400. With `OPENAI_API_KEY`
-or `ANTHROPIC_API_KEY` set, the last part calls a real model instead.
+illegal requests the way a strict provider answers them with a 400. To call a real model
+in the last part instead, set `CONTEXT_GOVERNANCE_NOTEBOOK_REAL_MODEL` to a
+"provider:model" string (`openai:gpt-4o-mini`, with the provider's package and API key);
+an API key alone never makes the notebook call a provider.
 """),
     code(
         CHOOSE_MODEL
@@ -184,8 +191,12 @@ from langchain_context_governance.testing import ProviderRejectedRequest
 model = real_chat_model() or ScriptedChatModel([AIMessage("money.py rounds each line.")] * 2)
 try:
     model.invoke(history)
-except ProviderRejectedRequest as error:
+except ProviderRejectedRequest as error:  # the scripted model's 400
     print(str(error).splitlines()[0])
+except Exception as error:  # a real client's own error (BadRequestError, ...)
+    print(f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+else:
+    print("the model took the raw history (a lenient provider; many refuse it)")
 
 chain = governor | model
 answer = chain.invoke(history)
@@ -210,7 +221,8 @@ would reject on every later call.
 First the agent from `langgraph.prebuilt.create_react_agent` with the governor as its
 pre-model node, then the same agent from `langchain.agents.create_agent` with the
 middleware. Offline, the model is `ScriptedChatModel` playing back an audit of the
-project; with an API key set, a real model does the task.
+project; with `CONTEXT_GOVERNANCE_NOTEBOOK_REAL_MODEL` set to a "provider:model" string, a
+real model does the task.
 """),
     code(
         CHOOSE_MODEL
@@ -297,18 +309,32 @@ def chart(title, raw, sent, budget):
 ## 1. `create_react_agent` with the pre-model node
 
 `governor.as_pre_model_hook()` returns `{"llm_input_messages": governed}`: the model sees
-the governed copy, and `state["messages"]`, the stored history, stays whole.
+the governed copy, and `state["messages"]`, the stored history, stays whole. The state
+declares `context_governance`, where the node keeps the conversation's governance record,
+so the checkpointer saves it with the thread and any worker continues from it.
 """),
     code("""
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import create_react_agent
+from langgraph.prebuilt.chat_agent_executor import AgentState
+
+from langchain_context_governance.langgraph import GovernanceRecordField
+
+
+class AgentStateWithRecord(AgentState):
+    context_governance: GovernanceRecordField
+
 
 model = make_model()
 governor = make_governor(model)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # moved to langchain.agents
     agent = create_react_agent(
-        model, tools, pre_model_hook=governor.as_pre_model_hook(), checkpointer=InMemorySaver()
+        model,
+        tools,
+        pre_model_hook=governor.as_pre_model_hook(),
+        state_schema=AgentStateWithRecord,
+        checkpointer=InMemorySaver(),
     )
 recorder = RequestRecorder()
 config = {"configurable": {"thread_id": "audit"}, "recursion_limit": 500, "callbacks": [recorder]}
@@ -473,8 +499,7 @@ def build(cells: list[Cell]) -> nbformat.NotebookNode:
 
 
 def execute(notebook: nbformat.NotebookNode) -> None:
-    for variable in API_KEY_VARIABLES:
-        os.environ.pop(variable, None)
+    os.environ.pop(REAL_MODEL_VARIABLE, None)
     client = NotebookClient(
         notebook,
         timeout=CELL_TIMEOUT_SECONDS,

@@ -35,6 +35,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from langchain_context_governance._messages import content_fingerprint, content_text_length
+from langchain_context_governance._model_classes import package_of, recognised_package
 from langchain_context_governance.tokens.encodings import encoding_name_for_model, get_encoding
 from langchain_context_governance.tokens.huggingface import Render, is_tokenizer, tokenizer_backend
 from langchain_context_governance.tokens.mistral import (
@@ -62,8 +63,18 @@ COUNTER_NAMES = ("approximate", "tiktoken")
 
 # What "tiktoken" alone counts with: the encoding of every current OpenAI model.
 DEFAULT_TIKTOKEN_ENCODING = "o200k_base"
-# Their count_tokens methods call the provider's API, so they are never used unasked.
-NETWORK_COUNTING_PACKAGES = ("langchain_anthropic", "langchain_google_genai", "langchain_google")
+# Their count_tokens methods call the provider's API (langchain-openai's download an
+# encoding), so they are never used unasked.
+NETWORK_COUNTING_PACKAGES = frozenset(
+    {
+        "langchain_anthropic",
+        "langchain_google_genai",
+        "langchain_google_vertexai",
+        "langchain_openai",
+    }
+)
+# What a model counts tokens with; langchain-core's defaults of the last two need transformers.
+COUNTING_METHODS = ("get_num_tokens_from_messages", "get_num_tokens", "get_token_ids")
 
 # OpenAI's chat accounting, as in langchain-openai's get_num_tokens_from_messages.
 TOKENS_PER_MESSAGE = 3
@@ -128,6 +139,8 @@ class _TiktokenBackend:
     encoding: Any
     name: str
     request_overhead: int = REPLY_PRIMING_TOKENS
+    # OpenAI's own tokenizer and chat accounting (see get_token_counter).
+    exact: bool = True
 
     def count(self, message: BaseMessage) -> int:
         encode = self.encoding.encode_ordinary
@@ -369,7 +382,12 @@ class MessageTokenCounter:
     @property
     def exact(self) -> bool:
         """Whether this counts with the model's own tokenizer (tiktoken for an OpenAI model,
-        mistral_common for a Mistral model it bundles, a local Hugging Face tokenizer)."""
+        mistral_common for a Mistral model it bundles, a local Hugging Face tokenizer).
+
+        Example:
+            >>> get_token_counter("tiktoken:gpt-4o").exact, get_token_counter("approximate").exact
+            (True, False)
+        """
         return bool(getattr(self._backend, "exact", False))
 
     def count_message(self, message: BaseMessage) -> int:
@@ -664,21 +682,44 @@ def _empty_request_tokens(function: Callable[[list[BaseMessage]], int]) -> int:
 def counter_spec_for_model(model: BaseLanguageModel[Any]) -> TokenCounterSpec:
     """How `ContextGovernor.from_model` counts for `model`, never through the network.
 
-    An OpenAI model counts with the bundled tiktoken encoding of its name (what its own
-    `get_num_tokens_from_messages` would download), a Mistral model with mistral_common's
-    bundled tokenizer, a model holding a local tokenizer with it (see `get_token_counter`);
-    Anthropic and Google models, whose counting calls their provider's API, count
-    approximately; any other model counts itself.
+    The model's class is recognised as its provider profile is (`_model_classes`: a
+    subclass of ChatAnthropic counts as ChatAnthropic). An OpenAI model counts with the
+    bundled tiktoken encoding of its name (what its own `get_num_tokens_from_messages`
+    would download), a Mistral model with mistral_common's bundled tokenizer, a model
+    holding a local tokenizer with it (see `get_token_counter`); a model whose counting
+    would call its provider's API or download an encoding (Anthropic, Google, another
+    server behind langchain-openai's class) counts approximately; any other model counts
+    itself.
+
+    Example:
+        >>> from langchain_anthropic import ChatAnthropic
+        >>> class TeamModel(ChatAnthropic): ...
+        >>> counter_spec_for_model(TeamModel(model="claude-haiku-4-5", api_key="unused"))
+        'approximate'
     """
-    if _openai_model_name(model) is not None:
+    if _is_langchain_openai(model):
+        # Offline in every case: the bundled encoding of its name, else see _model_backend.
         return model
-    if type(model).__module__.startswith(NETWORK_COUNTING_PACKAGES):
+    if recognised_package(type(model)) in NETWORK_COUNTING_PACKAGES:
+        return "approximate"
+    if _counting_packages(type(model)) & NETWORK_COUNTING_PACKAGES:
         return "approximate"
     return model
 
 
+def _counting_packages(model_class: type) -> set[str]:
+    """The packages of the classes whose counting methods `model_class` runs, langchain-core's
+    defaults aside: ChatDeepSeek runs langchain-openai's, which downloads an encoding."""
+    packages = set()
+    for method in COUNTING_METHODS:
+        owner = next(cls for cls in model_class.__mro__ if method in vars(cls))
+        if package_of(owner) != "langchain_core":
+            packages.add(package_of(owner))
+    return packages
+
+
 def _is_langchain_openai(model: BaseLanguageModel[Any]) -> bool:
-    return type(model).__module__.startswith("langchain_openai")
+    return recognised_package(type(model)) == "langchain_openai"
 
 
 def _openai_model_name(model: BaseLanguageModel[Any]) -> str | None:

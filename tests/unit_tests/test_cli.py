@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -134,7 +135,9 @@ def test_govern_prints_the_report_as_a_table_on_stderr(tmp_path: Path) -> None:
     for pass_name in ("drop_orphan_tool_results", "backfill_missing_tool_results"):
         assert pass_name in result.stderr
     assert "tokens" in result.stderr
-    assert "none (no window)" in result.stderr
+    # Without a window nothing is measured against a budget: no "within budget" verdict.
+    assert "repairs only" in result.stderr
+    assert "within budget" not in result.stderr
 
 
 def test_report_json_matches_the_governor_report(tmp_path: Path) -> None:
@@ -812,3 +815,189 @@ def test_lone_surrogates_are_governed_and_written_back_as_escapes(provider: str)
     governed = parse_transcript(result.stdout).messages
     assert governed[0].content == "find \ud800"
     assert validate_messages(governed, provider=provider) == []
+
+
+# ------------------------------------------------- what a newcomer met (issue 29, item 5)
+
+
+def govern_stdin(document: Any, *options: str) -> Any:
+    return runner.invoke(app, ["govern", "-", "-o", "-", *options], input=json.dumps(document))
+
+
+def test_a_request_body_s_model_sizes_the_window_as_model_does() -> None:
+    pytest.importorskip("langchain_openai")
+    from_body = govern_stdin({"model": "gpt-4o-mini", "messages": CLEAN}, "--report-json")
+    from_flag = govern_stdin({"messages": CLEAN}, "--report-json", "--model", "gpt-4o-mini")
+    assert from_body.exit_code == from_flag.exit_code == 0
+    budget = json.loads(from_body.stderr)["budget"]
+    assert budget is not None and budget == json.loads(from_flag.stderr)["budget"]
+    # An explicit --window wins over the body's model.
+    windowed = govern_stdin(
+        {"model": "gpt-4o-mini", "messages": CLEAN}, "--report-json", "--window", "9000"
+    )
+    assert json.loads(windowed.stderr)["budget"] == 9_000 - 4_096 - 1_024
+
+
+def test_a_body_s_model_langchain_does_not_know_is_said_in_one_line_and_repaired() -> None:
+    result = govern_stdin({"model": "my-own-llama", "messages": BROKEN})
+    assert result.exit_code == 0
+    said = result.stderr.splitlines()[0]
+    assert 'the body\'s "model" my-own-llama' in said and "repairs only" in said
+    governed = json.loads(result.stdout)["messages"]
+    assert validate_messages(parse_transcript(json.dumps(governed)).messages) == []
+
+
+def memory_then_tool_loop() -> list[BaseMessage]:
+    """A task, a memory the agent cannot obtain again, then a long loop of file reads."""
+    loop = tool_loop(30, size=700)
+    memory = [
+        AIMessage("", tool_calls=[{"name": "save_memory", "args": {}, "id": "mem_1"}]),
+        ToolMessage("remember: account ACCT-4242", tool_call_id="mem_1", name="save_memory"),
+    ]
+    return [*loop[:2], *memory, *loop[2:]]
+
+
+def govern_file(source: Path, *options: str) -> str:
+    result = runner.invoke(app, ["govern", str(source), "--window", "6000", *options])
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize(
+    ("options", "settings"),
+    [
+        (["--exclude-tools", "save_memory,other"], {"exclude_tools": {"save_memory", "other"}}),
+        (
+            ["--exclude-tools", "save_memory", "--exclude-tools", "other"],
+            {"exclude_tools": {"save_memory", "other"}},
+        ),
+        (["--compaction", "keep_recent"], {"compaction": "keep_recent"}),
+        (["--no-pin-task"], {"pin_task": False}),
+    ],
+)
+def test_exclude_tools_compaction_and_pin_task_options_reach_the_governor(
+    tmp_path: Path, options: list[str], settings: dict[str, Any]
+) -> None:
+    messages = memory_then_tool_loop()
+    source = tmp_path / "loop.json"
+    source.write_text(dump_transcript(messages, format="openai-json"), encoding="utf-8")
+    governor = ContextGovernor(context_window_tokens=6_000, **settings)
+    governed = govern_file(source, *options)
+    assert governed == dump_transcript(governor.invoke(messages), format="openai-json")
+    assert governed != govern_file(source)
+    if "exclude_tools" in settings:
+        assert "ACCT-4242" in governed
+
+
+def test_a_bad_compaction_option_is_refused_in_one_line(tmp_path: Path) -> None:
+    source = write_messages(tmp_path / "in.json", CLEAN, "openai-json")
+    result = runner.invoke(app, ["govern", str(source), "--compaction", "newest"])
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert "cache_aware" in result.stderr
+
+
+@pytest.mark.parametrize("fmt", ["openai-json", "openai-jsonl"])
+def test_a_backfilled_result_in_a_message_array_gets_no_name_or_status(
+    tmp_path: Path, fmt: str
+) -> None:
+    source = write_messages(tmp_path / "in.json", BROKEN, fmt)
+    result = runner.invoke(app, ["govern", str(source)])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines() if fmt == "openai-jsonl" else None
+    records = [json.loads(line) for line in lines] if lines else json.loads(result.stdout)
+    [backfilled] = [record for record in records if record["role"] == "tool"]
+    assert sorted(backfilled) == ["content", "role", "tool_call_id"]
+
+
+FINAL_ANSWER = {"role": "assistant", "content": "a.py prints 'a'."}
+
+
+@pytest.mark.parametrize("fmt", ["openai-json", "openai-jsonl", "langchain"])
+def test_govern_on_a_stored_conversation_keeps_its_final_answer(tmp_path: Path, fmt: str) -> None:
+    source = write_messages(tmp_path / "in", [*CLEAN, FINAL_ANSWER], fmt)
+    checked = runner.invoke(app, ["check", str(source)])
+    assert checked.exit_code == 0, checked.stdout
+    result = runner.invoke(app, ["govern", str(source), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.stderr
+    assert "kept after" in result.stderr
+    governed = parse_transcript((tmp_path / "out").read_text(encoding="utf-8")).messages
+    assert isinstance(governed[-1], AIMessage) and governed[-1].content == FINAL_ANSWER["content"]
+    assert len(governed) == len(CLEAN) + 1
+    assert runner.invoke(app, ["check", str(tmp_path / "out")]).exit_code == 0
+
+
+def test_a_request_body_ending_with_an_answer_is_still_a_request() -> None:
+    result = govern_stdin({"messages": [*CLEAN, FINAL_ANSWER]}, "--report-json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["messages"][-1]["role"] == "tool"
+    assert json.loads(result.stderr)["kept_after"] == 0
+
+
+# ------------------------------- every malformed body: one line and exit 2 (issue 28, item 5)
+
+HUGE_NUMBER = "1" * 5_000
+
+
+@pytest.mark.parametrize("command", ["govern", "check"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[{"role": "user", "content": "hi", "n": ' + HUGE_NUMBER + "}]",
+        '{"role": "user", "content": "hi"}\n{"role": "user", "content": ' + HUGE_NUMBER + "}\n",
+        '{"model": "x", "messages": [], "seed": ' + HUGE_NUMBER + "}",
+    ],
+    ids=["array", "jsonl", "body"],
+)
+def test_a_number_of_5000_digits_is_bad_input_in_one_line(
+    tmp_path: Path, command: str, text: str
+) -> None:
+    source = tmp_path / "huge.json"
+    source.write_text(text, encoding="utf-8")
+    result = runner.invoke(app, [command, str(source)])
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert_one_line_error(result.stderr, str(source), "4300 digits")
+
+
+JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+MESSAGE_LIKE = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool", "system", "x"]) | JSON_SCALARS},
+    optional={
+        "content": JSON_VALUES,
+        "tool_calls": JSON_VALUES,
+        "tool_call_id": JSON_VALUES,
+        "name": JSON_VALUES,
+    },
+)
+MALFORMED_DOCUMENTS = (
+    JSON_VALUES
+    | st.lists(MESSAGE_LIKE, max_size=4)
+    | st.fixed_dictionaries(
+        {"messages": st.lists(MESSAGE_LIKE, max_size=4) | JSON_VALUES},
+        optional={"model": JSON_VALUES, "tools": JSON_VALUES, "system": JSON_VALUES},
+    )
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(document=MALFORMED_DOCUMENTS)
+def test_any_json_document_gets_an_answer_or_one_line_and_exit_2(document: Any) -> None:
+    text = json.dumps(document)
+    for command, answers in (("check", (0, EXIT_BROKEN_RULES)), ("govern", (0,))):
+        result = runner.invoke(
+            app, [command, "-", *(["-o", "-"] if command == "govern" else [])], input=text
+        )
+        # An exception the command did not turn into an exit code is a crash.
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(
+            result.exception
+        )
+        assert "Traceback" not in result.stderr
+        if result.exit_code not in answers:
+            assert result.exit_code == EXIT_BAD_INPUT
+            assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -21,6 +21,7 @@ from langchain_context_governance.demo import (
     crashed_session_history,
     run_demo,
     run_demo_in_terminal,
+    summary_table,
     write_chart,
 )
 from langchain_context_governance.rules.validate import validate_messages
@@ -150,3 +151,16 @@ def test_terminal_run_prints_a_line_per_call_without_a_tty(tmp_path: Path) -> No
     assert "Demo summary" in text
     assert f"{shown.rejected_without_governance} of {len(shown.calls)}" in text
     assert "Chart" not in text
+
+
+def test_a_window_that_holds_every_history_says_nothing_was_saved() -> None:
+    """`demo --window 200000` printed "saved -1,250 (-0%)": the backfill adds tokens."""
+    roomy = run_demo(steps=STEPS, context_window_tokens=200_000)
+    assert roomy.tokens_saved < 0
+    stream = io.StringIO()
+    Console(file=stream, width=200).print(summary_table(roomy))
+    printed = stream.getvalue()
+    assert f"none: every history fit the window (the repairs added {-roomy.tokens_saved:,}" in (
+        printed
+    )
+    assert "-0%" not in printed

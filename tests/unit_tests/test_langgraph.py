@@ -443,3 +443,48 @@ class TestChannels:
         )
         final = agent.invoke({"messages": [HumanMessage("hi")]})
         assert final[RECORD_KEY]["history"]["count"] == 1
+
+    def test_a_checkpointed_react_agent_without_the_record_field_warns_once(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The newcomer's case: the record would stay in one process, silently."""
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        model = ScriptedChatModel([AIMessage("hello"), AIMessage("again")], max_input_tokens=8_000)
+        agent = react_agent(
+            model,
+            [],
+            pre_model_hook=ContextGovernor().as_pre_model_hook(),
+            checkpointer=InMemorySaver(),
+        )
+        config = {"configurable": {"thread_id": "t1"}}
+        with caplog.at_level("WARNING", logger="langchain_context_governance"):
+            agent.invoke({"messages": [HumanMessage("hi")]}, config)
+            agent.invoke({"messages": [HumanMessage("hi again")]}, config)
+        said = [r.getMessage() for r in caplog.records if "this process only" in r.getMessage()]
+        assert len(said) == 1
+        assert "context_governance: GovernanceRecordField" in said[0]
+        assert "state_schema" in said[0]
+
+    @pytest.mark.parametrize("where", ["field", "no-checkpointer", "store"])
+    def test_no_record_warning_where_the_record_is_kept_or_no_thread_is(
+        self, where: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        from langgraph.checkpoint.memory import InMemorySaver
+        from langgraph.store.memory import InMemoryStore
+
+        class State(AgentState):
+            context_governance: GovernanceRecordField
+
+        governor = ContextGovernor(store=InMemoryStore() if where == "store" else None)
+        model = ScriptedChatModel([AIMessage("hello")], max_input_tokens=8_000)
+        agent = react_agent(
+            model,
+            [],
+            pre_model_hook=governor.as_pre_model_hook(),
+            state_schema=State if where == "field" else AgentState,
+            checkpointer=None if where == "no-checkpointer" else InMemorySaver(),
+        )
+        with caplog.at_level("WARNING", logger="langchain_context_governance"):
+            agent.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "t"}})
+        assert not caplog.records

@@ -20,7 +20,16 @@ PACKAGE = Path(__file__).resolve().parents[2] / "langchain_context_governance"
 NAME = "langchain_context_governance"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_added", "_messages", "_reasoning", "_packing", "errors", "tokens", "anthropic_messages"),
+    (
+        "_added",
+        "_messages",
+        "_model_classes",
+        "_reasoning",
+        "_packing",
+        "errors",
+        "tokens",
+        "anthropic_messages",
+    ),
     ("passes",),
     ("policy",),
     ("rules",),
@@ -83,7 +92,7 @@ def test_a_module_never_imports_a_layer_above_it(path: Path) -> None:
 
 
 def test_the_helpers_below_the_passes_import_no_layer() -> None:
-    for helper in ("_added.py", "_messages.py", "_reasoning.py"):
+    for helper in ("_added.py", "_messages.py", "_model_classes.py", "_reasoning.py"):
         modules = imported_modules(PACKAGE / helper)
         layered = {m for m in modules if m.startswith(NAME) and not m.startswith(f"{NAME}._")}
         assert layered == set(), helper

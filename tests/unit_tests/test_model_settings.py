@@ -195,7 +195,7 @@ def test_the_profile_of_packages_that_are_not_installed(model: Any, provider: st
 def test_a_tokenizer_chat_template_is_the_model_s_rules() -> None:
     template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
     choice = provider_for_model(hugging_face(template))
-    assert choice.provider == "openai" and choice.known
+    assert choice.provider == "openai"
     settings = settings_for_model(hugging_face(template))  # type: ignore[arg-type]
     assert (settings["provider"], settings["chat_template"]) == ("openai", template)
 
@@ -255,20 +255,71 @@ def test_from_model_picks_the_profile_and_explicit_provider_wins() -> None:
     assert ContextGovernor.from_model(model, provider="strict").provider == "strict"
 
 
-def test_an_unknown_model_class_gets_strict_and_one_info_line(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(model_settings, "_logged", set())
-    unknown = fake_model_class("someone_elses_sdk.chat", "ChatSomething")
-    with caplog.at_level(logging.INFO, logger="langchain_context_governance"):
-        for _ in range(3):
-            settings = settings_for_model(unknown())  # type: ignore[arg-type]
-    assert settings["provider"] == "strict"
-    said = [
-        record.getMessage() for record in caplog.records if "ChatSomething" in record.getMessage()
+def strict_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.levelno == logging.WARNING and "'strict' profile" in record.getMessage()
     ]
-    assert len(said) == 1
-    assert "'strict' profile" in said[0] and "provider=" in said[0]
+
+
+def test_an_unknown_model_class_gets_strict_and_one_warning_per_model(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A team's own model class: the strict profile rewrites its requests, said at WARNING."""
+    unknown = fake_model_class("someone_elses_sdk.chat", "ChatSomething")
+    model = unknown()
+    with caplog.at_level(logging.WARNING, logger="langchain_context_governance"):
+        for _ in range(3):
+            settings = settings_for_model(model)  # type: ignore[arg-type]
+    assert settings["provider"] == "strict"
+    [said] = strict_warnings(caplog)
+    assert "someone_elses_sdk.chat.ChatSomething" in said
+    assert "renames every tool-call id that is not 9 letters or digits" in said
+    assert "provider=" in said
+    with caplog.at_level(logging.WARNING, logger="langchain_context_governance"):
+        settings_for_model(unknown())  # type: ignore[arg-type]
+    assert len(strict_warnings(caplog)) == 2
+
+
+def test_a_governor_for_a_model_of_one_s_own_class_warns_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class TeamChatModel(GenericFakeChatModel):
+        pass
+
+    model = TeamChatModel(messages=iter([]), profile={"max_input_tokens": 20_000})
+    with caplog.at_level(logging.WARNING, logger="langchain_context_governance"):
+        governor = ContextGovernor.from_model(model)
+        governor.govern([HumanMessage("hi")])
+    assert governor.provider == "strict"
+    [said] = strict_warnings(caplog)
+    assert "TeamChatModel" in said
+
+
+def test_a_provider_given_to_settings_for_model_is_taken_without_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = fake_model_class("someone_elses_sdk.chat", "ChatSomething")()
+    with caplog.at_level(logging.WARNING, logger="langchain_context_governance"):
+        settings = settings_for_model(model, provider="openai")  # type: ignore[arg-type]
+    assert settings["provider"] == "openai"
+    assert strict_warnings(caplog) == []
+
+
+def test_a_configurable_model_gets_strict_and_a_warning_that_says_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    chat_models = pytest.importorskip("langchain.chat_models")
+    pytest.importorskip("langchain_openai")
+    model = chat_models.init_chat_model(
+        "openai:gpt-4o", configurable_fields=("model",), api_key="unused"
+    )
+    with caplog.at_level(logging.WARNING, logger="langchain_context_governance"):
+        governor = ContextGovernor.from_model(model, context_window_tokens=128_000)
+    assert governor.provider == "strict"
+    [said] = strict_warnings(caplog)
+    assert "configurable_fields" in said and "provider=" in said
 
 
 def test_an_output_limit_as_large_as_the_window_reserves_a_quarter_of_it(
@@ -285,6 +336,41 @@ def test_an_output_limit_as_large_as_the_window_reserves_a_quarter_of_it(
     assert governor.provider == "mistral"
     assert governor.max_output_tokens == window // 4
     assert governor.budget == window - window // 4 - governor.safety_buffer
-    assert any("a quarter of the window" in record.getMessage() for record in caplog.records)
+    [said] = [r.getMessage() for r in caplog.records if "a quarter of the window" in r.getMessage()]
+    # The line holds whatever the caller passes: it names the setting that overrides it.
+    assert "where max_output_tokens=N is not given" in said
     chosen = ContextGovernor.from_model(model, max_output_tokens=8_000)
     assert chosen.max_output_tokens == 8_000
+
+
+def test_a_latest_alias_without_a_profile_is_refused_naming_the_setting_to_pass() -> None:
+    """The notebooks' helper used claude-3-5-haiku-latest: LangChain has no profile for it."""
+    anthropic = pytest.importorskip("langchain_anthropic")
+    model = anthropic.ChatAnthropic(model="claude-3-5-haiku-latest", api_key="unused")
+    with pytest.raises(ValueError, match=r"'claude-3-5-haiku-latest'.*context_window_tokens=N"):
+        ContextGovernor.from_model(model)
+    governor = ContextGovernor.from_model(model, context_window_tokens=200_000)
+    assert governor.provider == "anthropic" and governor.context_window_tokens == 200_000
+
+
+def azure(offline_openai: Any, deployment: str) -> Any:
+    return offline_openai.AzureChatOpenAI(
+        azure_endpoint="https://example.openai.azure.com",
+        api_key="unused",
+        api_version="2024-10-21",
+        azure_deployment=deployment,
+    )
+
+
+def test_an_azure_deployment_is_resolved_by_a_model_name_or_refused_naming_the_setting(
+    offline_openai: Any,
+) -> None:
+    assert ContextGovernor.from_model(azure(offline_openai, "gpt-4o")).context_window_tokens
+    with pytest.raises(
+        ValueError, match=r"azure_deployment='team-prod-4'.*pass context_window_tokens=N"
+    ):
+        ContextGovernor.from_model(azure(offline_openai, "team-prod-4"))
+    governor = ContextGovernor.from_model(
+        azure(offline_openai, "team-prod-4"), context_window_tokens=128_000
+    )
+    assert governor.provider == "openai" and governor.counter.name == "tiktoken:o200k_base"

@@ -735,3 +735,48 @@ def test_langchain_openai_models_without_a_known_openai_name_count_offline_witho
         assert get_token_counter(azure).name == "tiktoken:o200k_base"
         # Another server's model has its own tokenizer: an estimate, never a download.
         assert get_token_counter(served_elsewhere).name == "model:ChatOpenAI (approximate)"
+
+
+def test_tiktoken_counters_are_exact_and_the_approximation_is_not() -> None:
+    """The docstring of `exact` says tiktoken for an OpenAI model is exact."""
+    assert get_token_counter("tiktoken:gpt-4o").exact
+    assert get_token_counter("tiktoken").exact
+    assert not get_token_counter("approximate").exact
+
+
+def counting_refused(*args: Any, **kwargs: Any) -> int:
+    raise AssertionError("the model's own counting (a network call) was used")
+
+
+def test_a_subclass_of_chat_anthropic_counts_as_chat_anthropic_never_through_its_api(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A team's subclass gets the profile of ChatAnthropic, and so its offline counting."""
+    langchain_anthropic = pytest.importorskip("langchain_anthropic")
+    from langchain_context_governance import ContextGovernor
+
+    team_model = type("TeamClaude", (langchain_anthropic.ChatAnthropic,), {"__module__": "team"})
+    monkeypatch.setattr(
+        langchain_anthropic.ChatAnthropic, "get_num_tokens_from_messages", counting_refused
+    )
+    governor = ContextGovernor.from_model(team_model(model="claude-haiku-4-5", api_key="unused"))
+    assert governor.provider == "anthropic"
+    assert governor.counter.name == "approximate"
+    assert governor.count_tokens([HumanMessage("hello")]) > 0
+
+
+def test_another_integration_on_chat_openai_s_class_counts_approximately_offline(
+    no_network: Any,
+) -> None:
+    """ChatDeepSeek runs langchain-openai's counting, which would download an encoding."""
+    langchain_openai = pytest.importorskip("langchain_openai")
+    from langchain_context_governance import ContextGovernor
+
+    deepseek = type(
+        "ChatDeepSeek", (langchain_openai.ChatOpenAI,), {"__module__": "langchain_deepseek.chat"}
+    )
+    model = deepseek(model="deepseek-chat", api_key="unused", base_url="http://127.0.0.1:9/v1")
+    governor = ContextGovernor.from_model(model, context_window_tokens=64_000)
+    assert governor.provider == "strict"
+    assert governor.counter.name == "approximate"
+    assert governor.count_tokens([HumanMessage("hello")]) > 0
