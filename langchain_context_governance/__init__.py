@@ -10,6 +10,12 @@ from langchain_context_governance.governor import (
     GovernanceReport,
     GovernanceResult,
 )
+from langchain_context_governance.offload import (
+    MAX_BYTES_PER_THREAD,
+    BoundedMemoryStore,
+    OffloadStore,
+    read_context_tool,
+)
 from langchain_context_governance.passes import (
     BACKFILL_CONTENT,
     DEFAULT_COMPACTABLE_TOOLS,
@@ -50,14 +56,17 @@ __all__ = [
     "DEFAULT_COMPACTABLE_TOOLS",
     "DEFAULT_PLACEHOLDER",
     "DEFAULT_SUMMARY_PROMPT",
+    "MAX_BYTES_PER_THREAD",
     "PROVIDERS",
     "SYNTHETIC_USER_CONTENT",
+    "BoundedMemoryStore",
     "CacheStats",
     "ContextBudgetExceeded",
     "ContextGovernor",
     "GovernanceReport",
     "GovernanceResult",
     "MessageTokenCounter",
+    "OffloadStore",
     "TokenCounterFallbackWarning",
     "TokenCounterSpec",
     "Violation",
@@ -69,6 +78,7 @@ __all__ = [
     "enforce_role_alternation",
     "get_token_counter",
     "microcompact",
+    "read_context_tool",
     "snip_history",
     "truncate_oversized_messages",
     "validate_messages",

@@ -1,6 +1,6 @@
 """The package's layers import only downwards, so no import cycle can come back.
 
-`_added`, `_messages`, `_reasoning` and `tokens` -> `passes` -> `rules` -> `state` ->
+`_added`, `_messages`, `_reasoning` and `tokens` -> `offload` -> `passes` -> `rules` -> `state` ->
 `governor` -> the integrations. A module may import its own layer and those below it,
 at the top of the file or inside a function alike.
 """
@@ -17,6 +17,7 @@ NAME = "langchain_context_governance"
 
 # For each layer, the layers above it, which it must never import.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "offload": ("passes", "rules", "state", "governor", "middleware", "langgraph"),
     "passes": ("rules", "state", "governor", "middleware", "langgraph"),
     "rules": ("state", "governor", "middleware", "langgraph"),
     "state": ("governor", "middleware", "langgraph"),
