@@ -16,6 +16,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
+from langchain_core.tools import BaseTool
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
 from langchain_context_governance._messages import (
@@ -30,6 +31,14 @@ from langchain_context_governance.model_settings import (
     model_label,
     settings_for_model,
 )
+from langchain_context_governance.offload import (
+    Offload,
+    OffloadStore,
+    embedded_store,
+    read_context_tool,
+    store_in_run,
+)
+from langchain_context_governance.offload.tool import page_characters_for
 from langchain_context_governance.passes._names import (
     ALTERNATION,
     BACKFILL,
@@ -111,8 +120,9 @@ _MIN_SUMMARY_TOKENS = 64
 _COUNTED_APPROXIMATELY_ABOVE_BUDGETS = 8
 _CHARS_PER_TOKEN = 4
 
-# What the governor calls on a `store`: LangGraph's BaseStore.
+# What the governor calls on a `store`: LangGraph's BaseStore (offload writes in batches).
 _STORE_VERBS = ("get", "put", "aget", "aput")
+_OFFLOAD_STORE_VERBS = ("batch", "abatch")
 # Seconds the summary model gets before the cut keeps its plain note.
 DEFAULT_SUMMARY_TIMEOUT = 60.0
 # Settings that do not change what a request looks like: a record written under other
@@ -307,6 +317,13 @@ def _validate_settings(governor: ContextGovernor) -> None:
             f"store must be a LangGraph BaseStore ({', '.join(_STORE_VERBS)}), "
             f"got {type(store).__name__}"
         )
+    if governor.offload and store is not None:
+        missing = [verb for verb in _OFFLOAD_STORE_VERBS if not hasattr(store, verb)]
+        if missing:
+            raise ValueError(
+                f"offload keeps content in the store: store must have {', '.join(missing)} "
+                f"(a LangGraph BaseStore), got {type(store).__name__}"
+            )
     if governor.max_conversations < 1:
         raise ValueError(f"max_conversations must be >= 1, got {governor.max_conversations}")
     if governor.overflow_retries < 0:
@@ -381,6 +398,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     summary_prompt: str = DEFAULT_SUMMARY_PROMPT
     summary_timeout: float | None = DEFAULT_SUMMARY_TIMEOUT
     store: Any = None
+    # Keep what leaves a request (compacted, cut, truncated) in the thread's store, and
+    # show the handle that reads it back with the `read_context` tool (offload/).
+    offload: bool = False
     overflow_retries: int = 1
     name: str | None = "ContextGovernor"
 
@@ -606,15 +626,20 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         given = _to_message_list(messages)
         if record is None:
             record = self._stored_record(thread_id)
+        offload = self._offload_for(thread_id)
         with self._conversation(thread_id, given, record) as (state, original):
             tools_tokens = self._tools_tokens(tools)
-            result, job, previous = self._govern_with(state, original, tools_tokens, overflows)
+            result, job, previous = self._govern_with(
+                state, original, tools_tokens, overflows, offload
+            )
             if job is not None:
                 state.summary = summary_kept(state.summary, job, self._summarize(job))
                 state.previous_request = previous
-                result = self._govern_with(state, original, tools_tokens, overflows)[0]
+                result = self._govern_with(state, original, tools_tokens, overflows, offload)[0]
             result = self._with_record(state, result, original)
         self._store_record(thread_id, result.record)
+        if offload is not None and thread_id is not None:
+            self._keep_offloaded(thread_id, offload)
         return result
 
     async def agovern(
@@ -627,7 +652,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         overflows: Sequence[Overflow] = (),
     ) -> GovernanceResult:
         """`govern` for async callers: the summary model and the store are awaited."""
-        if self._summary_model is None and self.store is None:
+        offload = self._offload_for(thread_id)
+        if self._summary_model is None and self.store is None and offload is None:
             # Nothing to await: governance is computation on a copy.
             return self.govern(
                 messages, thread_id=thread_id, tools=tools, record=record, overflows=overflows
@@ -637,13 +663,17 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             record = await self._astored_record(thread_id)
         with self._conversation(thread_id, given, record) as (state, original):
             tools_tokens = self._tools_tokens(tools)
-            result, job, previous = self._govern_with(state, original, tools_tokens, overflows)
+            result, job, previous = self._govern_with(
+                state, original, tools_tokens, overflows, offload
+            )
             if job is not None:
                 state.summary = summary_kept(state.summary, job, await self._asummarize(job))
                 state.previous_request = previous
-                result = self._govern_with(state, original, tools_tokens, overflows)[0]
+                result = self._govern_with(state, original, tools_tokens, overflows, offload)[0]
             result = self._with_record(state, result, original)
         await self._astore_record(thread_id, result.record)
+        if offload is not None and thread_id is not None:
+            await self._akeep_offloaded(thread_id, offload)
         return result
 
     @contextmanager
@@ -745,12 +775,54 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         if self.store is not None and thread_id is not None and record is not None:
             await self.store.aput(_STORE_NAMESPACE, thread_id, record)
 
+    def _offload_for(self, thread_id: str | None) -> Offload | None:
+        """What this call keeps of what leaves its request: with `offload`, in a thread
+        (without one, `read_context` reads nothing, so no handle is shown)."""
+        return Offload() if self.offload and thread_id is not None else None
+
+    def _offload_store(self) -> OffloadStore:
+        """Where offloaded items are kept: the running graph's store, else `store`, else
+        the process's embedded store (offload/store.py)."""
+        return OffloadStore(store_in_run() or self.store or embedded_store())
+
+    def _keep_offloaded(self, thread_id: str, offload: Offload) -> None:
+        """Write what this call took out of its request that the thread's store does not
+        hold yet; a store that fails is logged, never raised."""
+        try:
+            self._offload_store().keep(thread_id, offload.items)
+        except Exception:
+            logger.exception("context governance: the offloaded content could not be kept")
+
+    async def _akeep_offloaded(self, thread_id: str, offload: Offload) -> None:
+        try:
+            await self._offload_store().akeep(thread_id, offload.items)
+        except Exception:
+            logger.exception("context governance: the offloaded content could not be kept")
+
+    def read_context_tool(self) -> BaseTool:
+        """The `read_context` tool that reads back what this governor offloaded (see
+        docs/offload.md): add it to the agent's tools where `offload=True` (the
+        `create_agent` middleware registers it itself). It reads the store this governor
+        writes to, a page at most a tenth of the input budget.
+
+        Example:
+            >>> governor = ContextGovernor(context_window_tokens=8_000, offload=True)
+            >>> tool = governor.read_context_tool()
+            >>> tool.name
+            'read_context'
+            >>> tool.invoke({"handle": "k7f3q2m5xa"}, config={"configurable": {"thread_id": "t"}})
+            'read_context: nothing is kept under handle "k7f3q2m5xa" in this conversation.'
+        """
+        page = page_characters_for(self._budget)
+        return read_context_tool(store=self.store, page_characters=page)
+
     def _govern_with(
         self,
         state: ConversationState,
         original: list[BaseMessage],
         tools_tokens: int,
         overflows: Sequence[Overflow] = (),
+        offload: Offload | None = None,
     ) -> tuple[GovernanceResult, SummaryJob | None, PreviousRequest | None]:
         """One run of the pipeline; the summary the cut needs, if any, is not made here.
 
@@ -762,7 +834,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         fixed_tokens = self._counter.request_overhead + tools_tokens
         try:
             run: _PipelineResult | None = self._run_pipeline(
-                state, original, fixed_tokens=fixed_tokens, overflows=overflows
+                state, original, fixed_tokens=fixed_tokens, overflows=overflows, offload=offload
             )
             assert run is not None
             governed, changes = run.request, run.changes
@@ -859,8 +931,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         *,
         fixed_tokens: int,
         overflows: Sequence[Overflow] = (),
+        offload: Offload | None = None,
     ) -> _PipelineResult:
-        """The steps, in their order; each returns what it made.
+        """The steps, in their order; each returns what it made. With `offload`, what
+        steps 2 and 5 take out of the request is kept there (offload/).
 
         1. Repair the history: pairs, the provider rules of each group, and alternation
            between groups, each group decided once (what the repairs add counts against
@@ -885,7 +959,9 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         read = self._repair_history(state, messages)
         history = read.history
         previous_request = state.previous_request
-        plan = self._compact_and_cut(state, read, fixed_tokens=fixed_tokens, overflows=overflows)
+        plan = self._compact_and_cut(
+            state, read, fixed_tokens=fixed_tokens, overflows=overflows, offload=offload
+        )
         request, made = self._user_turn_and_rules(state, plan, history, messages)
         rules_tokens = self._added_by_rules(
             plan, request, fixed_tokens=fixed_tokens, overflows=overflows
@@ -898,6 +974,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 fixed_tokens=fixed_tokens,
                 overflows=overflows,
                 rules_tokens=rules_tokens,
+                offload=offload,
             )
             request, made = self._user_turn_and_rules(state, plan, history, messages)
         changes = dict(read.changes)
@@ -913,6 +990,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             fixed_tokens=fixed_tokens,
             measured=measured,
             calibration=self._calibration_for(plan, overflows),
+            offload=offload,
         )
         if fit is not None:
             request = fit.messages
@@ -988,6 +1066,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         fixed_tokens: int,
         overflows: Sequence[Overflow],
         rules_tokens: int = 0,
+        offload: Offload | None = None,
     ) -> CompactionPlan | None:
         """Step 2: compaction and cuts; None without a budget (repairs only).
         `rules_tokens`: what steps 3 and 4 add to this call's request (step 4b)."""
@@ -995,12 +1074,16 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             return None
         history = read.history
         plan = state.plan(
-            history, fixed_tokens=fixed_tokens, overflows=overflows, rules_tokens=rules_tokens
+            history,
+            fixed_tokens=fixed_tokens,
+            overflows=overflows,
+            rules_tokens=rules_tokens,
+            offload=offload,
         )
         if plan is not None:
             return plan
         messages = history.to_list()
-        compacted, compacted_count = self._microcompact(messages)
+        compacted, compacted_count = self._microcompact(messages, offload)
         snipped, removed = self._snip(
             compacted,
             fixed_tokens=fixed_tokens,
@@ -1023,6 +1106,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         fixed_tokens: int,
         measured: int | None,
         calibration: Calibration,
+        offload: Offload | None = None,
     ) -> BudgetFit | None:
         """Step 5: where the request is over budget, compact and cut text (passes/truncate.py).
 
@@ -1046,6 +1130,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             min_chars=self.min_chars,
             compaction=self._compaction,
             pin_task=self.pin_task,
+            offload=offload,
         )
 
     def _report(
@@ -1092,12 +1177,15 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         overhead = self._counter.request_overhead
         return self._counter.count_messages(messages) - overhead + fixed_tokens
 
-    def _microcompact(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
+    def _microcompact(
+        self, messages: list[BaseMessage], offload: Offload | None
+    ) -> tuple[list[BaseMessage], int]:
         return microcompact_with_count(
             messages,
             keep_recent=self.keep_recent,
             min_chars=self.min_chars,
             compaction=self._compaction,
+            offload=offload,
         )
 
     def _changes_by_pass(self, changes: Mapping[str, int]) -> dict[str, int]:

@@ -67,6 +67,13 @@ from langchain_context_governance._messages import (
 )
 from langchain_context_governance._packing import PackedInts, as_count, pack_ints, unpack_ints
 from langchain_context_governance._reasoning import opens_with_thinking, thinking_tool_loop_start
+from langchain_context_governance.offload.items import (
+    OffloadItem,
+    answered_call,
+    cut_item,
+    message_item,
+)
+from langchain_context_governance.offload.kept import Offload, handle_line, offloaded_handle
 from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.cut_note import cut_note
@@ -80,6 +87,7 @@ from langchain_context_governance.passes.cut_values import (
 from langchain_context_governance.passes.microcompact import (
     DEFAULT_PLACEHOLDER,
     ResultCompaction,
+    offloaded_result,
     validate_microcompact_settings,
 )
 from langchain_context_governance.passes.snip import (
@@ -588,6 +596,10 @@ class CacheAwareReplay:
         self._joined: MadeMessages[tuple[BaseMessage, int, int]] = MadeMessages(limit=_JOINED_KEPT)
         self._notes: dict[str, tuple[BaseMessage, int, int]] = {}
         self._full_note_tokens: int | None = None
+        # Whether the plans keep what leaves their requests (offload/), and where, during
+        # a plan: placeholders and the note show handles then, and their counts differ.
+        self._offloading = False
+        self._offload: Offload | None = None
         self.start_over()
 
     def start_over(self) -> None:
@@ -638,6 +650,8 @@ class CacheAwareReplay:
                 "calibration": decisions.calibration.to_dict(),
                 "note_values": decisions.note_values,
             },
+            # Only where on, so a record of a replay that does not offload is as it was.
+            **({"offload": True} if self._offloading else {}),
         }
 
     def _sent_compacted_tokens(self) -> list[str]:
@@ -659,6 +673,7 @@ class CacheAwareReplay:
             if len(self._replay.tokens) != self._known:
                 raise ValueError("the counts do not match the positions read")
             self._fixed = as_count(data["fixed"])
+            self._offloading = data.get("offload") is True
             self._replay.compacted_tokens = _restored_compacted_tokens(
                 data["compacted_tokens"], self._replay, self._decisions.compacted_count
             )
@@ -677,6 +692,7 @@ class CacheAwareReplay:
         overflows: Sequence[Overflow] = (),
         same_objects: bool = False,
         rules_tokens: int = 0,
+        offload: Offload | None = None,
     ) -> CompactionPlan:
         """The request for a model call on `history` (the full, repaired history).
 
@@ -692,11 +708,38 @@ class CacheAwareReplay:
         is added to the request.
         `rules_tokens`: what the provider rules that need the whole request add to this
         call's request (known from a first plan of it), counted at this call only.
+        `offload`: where what leaves the request is kept (offload/); its placeholders
+        and the note at a cut then show the handles to read it back with.
         """
-        if fixed_tokens != self._fixed:
-            # The thresholds of every earlier call point depend on them.
+        if fixed_tokens != self._fixed or (offload is not None) != self._offloading:
+            # The thresholds of every earlier call point depend on them, and on what a
+            # placeholder costs.
             self._fixed = fixed_tokens
+            self._offloading = offload is not None
             self.start_over()
+        self._offload = offload
+        try:
+            return self._plan(
+                history,
+                final=final,
+                summary_for=summary_for,
+                overflows=overflows,
+                same_objects=same_objects,
+                rules_tokens=rules_tokens,
+            )
+        finally:
+            self._offload = None
+
+    def _plan(
+        self,
+        history: Sequence[BaseMessage],
+        *,
+        final: int | None,
+        summary_for: Callable[[int], str | None] | None,
+        overflows: Sequence[Overflow],
+        same_objects: bool,
+        rules_tokens: int,
+    ) -> CompactionPlan:
         final = len(history) if final is None else final
         for index in range(self._known, final):
             self._add(history, index, self._decisions)
@@ -800,6 +843,8 @@ class CacheAwareReplay:
         if content_text_length(message.content) < self._min_chars:
             return
         if message.content == self._compaction.placeholder_for(name):
+            return
+        if offloaded_handle(message) is not None:
             return
         self._replay.compactable.append(index)
         self._replay.compactable_names[index] = name
@@ -995,6 +1040,10 @@ class CacheAwareReplay:
     def _compacted_copy(self, history: Sequence[BaseMessage], index: int) -> ToolMessage:
         original = history[index]
         assert isinstance(original, ToolMessage)
+        if self._offload is not None:
+            _, args = answered_call(history, index)
+            name = self._replay.compactable_names[index]
+            return offloaded_result(original, name, args, self._offload)
         placeholder = self._compaction.placeholder_for(self._replay.compactable_names[index])
         return original.model_copy(update={"content": placeholder})
 
@@ -1056,7 +1105,10 @@ class CacheAwareReplay:
             self._pin_for(history, without_task, end=end, pin_task=False)
             if self._corrected_total(without_task, note=False) <= self._max_tokens:
                 decisions.task_pinned, decisions.pinned = False, without_task.pinned
-        self._list_note_values(history, decisions, end=end)
+        if self._offloading:
+            self._list_note_handles(history, decisions, end=end)
+        else:
+            self._list_note_values(history, decisions, end=end)
 
     def _cut_front(
         self,
@@ -1168,6 +1220,69 @@ class CacheAwareReplay:
             users -= oldest.tokens
             if oldest.start == decisions.pinned:
                 decisions.pinned_kept = False
+
+    def _left_out(self, decisions: _Decisions) -> set[int]:
+        """The positions before the cut a request still sends: the system messages, the
+        pinned task, the pinned latest user message and the kept groups."""
+        kept = {i for group in decisions.kept_groups for i in range(group.start, group.stop)}
+        kept.update(index for index in self._replay.system_indices if index < decisions.cut)
+        if decisions.task_pinned and self._replay.task is not None:
+            kept.add(self._replay.task)
+        if decisions.pinned is not None:
+            kept.add(decisions.pinned)
+        return kept
+
+    def _list_note_handles(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+    ) -> None:
+        """With offload, the note lists handles instead of values: the messages the cut
+        leaves out are kept (each an item, and the cut's transcript of them), and the
+        note lists the transcript's handle, then those of the messages, newest first,
+        one line each (`handle_line`), within the tokens reserved before the cut
+        (`note_values_tokens`), which become the tokens they take."""
+        reserve = decisions.note_values_tokens
+        decisions.note_values, decisions.note_values_tokens = "", 0
+        omitted = self._omitted(decisions)
+        if omitted <= 0 or reserve <= 0 or self._offload is None:
+            return
+        sent = self._left_out(decisions)
+        parts: list[OffloadItem] = []
+        listed: list[OffloadItem] = []
+        for index in range(decisions.cut):
+            message = history[index]
+            if index in sent or added_kind(message) is not None:
+                continue
+            name, args = (
+                answered_call(history, index) if isinstance(message, ToolMessage) else ("", None)
+            )
+            item = message_item(message, name, args)
+            parts.append(item)
+            if not isinstance(message, AIMessage) or content_text_length(message.content):
+                listed.append(item)
+        if not parts:
+            return
+        transcript = cut_item(parts)
+        for item in (*parts, transcript):
+            self._offload.keep(item)
+        lines = [handle_line(item) for item in (transcript, *reversed(listed))]
+        plain = self._note_tokens(decisions, omitted)
+
+        def extra_tokens(count: int) -> int:
+            note = self._note(decisions, omitted, values="\n".join(lines[:count]))
+            return self._counter.count_message(HumanMessage(note)) - plain
+
+        fitting, tokens = 0, 0
+        low, high = 1, len(lines)
+        while low <= high:
+            middle = (low + high) // 2
+            middle_tokens = extra_tokens(middle)
+            if middle_tokens <= reserve:
+                fitting, tokens, low = middle, middle_tokens, middle + 1
+            else:
+                high = middle - 1
+        if fitting:
+            decisions.note_values = "\n".join(lines[:fitting])
+            decisions.note_values_tokens = tokens
 
     def _list_note_values(
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
