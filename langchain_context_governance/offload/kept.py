@@ -61,8 +61,11 @@ def read_call(handle: str) -> str:
     return f'{READ_CONTEXT}(handle="{handle}")'
 
 
-def handle_line(item: OffloadItem) -> str:
-    """One line naming `item`: the call that reads it, what it holds, its size."""
+def handle_line(item: OffloadItem, *, brief: bool = False) -> str:
+    """One line naming `item`: the call that reads it, what it holds and its size; where
+    `brief`, the call alone (the note says what a cut left out)."""
+    if brief:
+        return read_call(item.handle)
     return f"{read_call(item.handle)}: {item.about}, {item.characters:,} characters"
 
 

@@ -68,6 +68,7 @@ from langchain_context_governance._messages import (
 from langchain_context_governance._packing import PackedInts, as_count, pack_ints, unpack_ints
 from langchain_context_governance._reasoning import opens_with_thinking, thinking_tool_loop_start
 from langchain_context_governance.offload.items import (
+    HANDLE_CHARACTERS,
     OffloadItem,
     answered_call,
     cut_item,
@@ -600,6 +601,7 @@ class CacheAwareReplay:
         # a plan: placeholders and the note show handles then, and their counts differ.
         self._offloading = False
         self._offload: Offload | None = None
+        self._transcript_line_cost: dict[bool, int] = {}
         self.start_over()
 
     def start_over(self) -> None:
@@ -1086,6 +1088,11 @@ class CacheAwareReplay:
             newest = min(newest, loop)
         _, room = self._room(history, decisions, end=end)
         decisions.note_values_tokens = min(int(room * NOTE_VALUES_SHARE), NOTE_VALUES_MAX_TOKENS)
+        if self._offloading:
+            # The handle of the cut's transcript is listed however small the room: without
+            # it, what the cut leaves out could not be read back.
+            reserve = max(decisions.note_values_tokens, self._transcript_line_tokens(decisions))
+            decisions.note_values_tokens = reserve
         # Results of excluded tools kept again (or left out) move the watermarks: the
         # front is cut again to the low watermark they leave, once.
         for _ in range(2):
@@ -1264,15 +1271,16 @@ class CacheAwareReplay:
         transcript = cut_item(parts)
         for item in (*parts, transcript):
             self._offload.keep(item)
-        lines = [handle_line(item) for item in (transcript, *reversed(listed))]
-        plain = self._note_tokens(decisions, omitted)
+        brief = self._brief_note(decisions)
+        lines = [handle_line(item, brief=brief) for item in (transcript, *reversed(listed))]
 
         def extra_tokens(count: int) -> int:
-            note = self._note(decisions, omitted, values="\n".join(lines[:count]))
-            return self._counter.count_message(HumanMessage(note)) - plain
+            return self._listed_tokens(decisions, omitted, "\n".join(lines[:count]))
 
-        fitting, tokens = 0, 0
-        low, high = 1, len(lines)
+        # The transcript's line is listed even where it takes a little more than reserved
+        # (`_transcript_line_tokens` reserved about what it costs): the others where they fit.
+        fitting, tokens = 1, extra_tokens(1)
+        low, high = 2, len(lines)
         while low <= high:
             middle = (low + high) // 2
             middle_tokens = extra_tokens(middle)
@@ -1280,9 +1288,28 @@ class CacheAwareReplay:
                 fitting, tokens, low = middle, middle_tokens, middle + 1
             else:
                 high = middle - 1
-        if fitting:
-            decisions.note_values = "\n".join(lines[:fitting])
-            decisions.note_values_tokens = tokens
+        decisions.note_values = "\n".join(lines[:fitting])
+        decisions.note_values_tokens = tokens
+
+    def _listed_tokens(self, decisions: _Decisions, omitted: int, listed: str) -> int:
+        """What listing `listed` (values, or handle lines) adds to the plain note of
+        `omitted` messages."""
+        note = self._note(decisions, omitted, values=listed)
+        plain = self._note_tokens(decisions, omitted)
+        return self._counter.count_message(HumanMessage(note)) - plain
+
+    def _transcript_line_tokens(self, decisions: _Decisions) -> int:
+        """About what the note's line for a cut's transcript costs."""
+        brief = self._brief_note(decisions)
+        known = self._transcript_line_cost.get(brief)
+        if known is None:
+            sample = OffloadItem(
+                "a" * HANDLE_CHARACTERS,
+                {"kind": "cut", "about": "100 omitted messages", "characters": 100_000},
+            )
+            known = self._listed_tokens(decisions, 100, handle_line(sample, brief=brief))
+            self._transcript_line_cost[brief] = known
+        return known
 
     def _list_note_values(
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
