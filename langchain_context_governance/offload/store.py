@@ -170,6 +170,11 @@ class OffloadStore:
         """`read` for async callers."""
         return await _arun(self.store, self._read(thread_id, handle), StoredContent("unknown"))
 
+    def kept_bytes(self, thread_id: str) -> int:
+        """Bytes the thread keeps, as counted against its limit (what its index lists)."""
+        found = self.store.get(namespace_of(thread_id), _INDEX_KEY)
+        return sum(_Index.of(found).kept.values())
+
     def _keep(self, thread_id: str, items: Sequence[OffloadItem]) -> Steps[int]:
         if not items:
             return 0

@@ -6,6 +6,7 @@ a long text, then reads back by the handle its own request shows, as a model wou
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -23,12 +24,13 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
-from langchain_context_governance import ContextGovernor
+from langchain_context_governance import ContextGovernor, OffloadStore
 from langchain_context_governance.middleware import ContextGovernanceMiddleware
 from langchain_context_governance.offload import store as store_module
 from langchain_context_governance.offload.items import result_item
 from langchain_context_governance.offload.kept import OFFLOADED_KEY
 from langchain_context_governance.offload.store import NAMESPACE
+from langchain_context_governance.state.record import RECORD_KEY
 from langchain_context_governance.testing import ScriptedChatModel
 from tests.unit_tests.offload.test_store import CountingStore
 
@@ -290,3 +292,66 @@ def test_the_pre_model_node_keeps_in_the_graphs_store() -> None:
     [handle] = handles_read(final["messages"])
     assert handle in store.written
     assert answer.content == original_of(handle, final["messages"]).content
+
+
+def growing_history(iterations: int, *, marker: str = "") -> Iterator[list[BaseMessage]]:
+    history: list[BaseMessage] = [HumanMessage("audit the files")]
+    for n in range(iterations):
+        call = {"name": "read_file", "args": {"path": f"file_{n}.txt"}, "id": f"c{n}"}
+        text = file_text(f"file_{n}.txt") + marker
+        history = [
+            *history,
+            AIMessage("", tool_calls=[call]),
+            ToolMessage(text, tool_call_id=f"c{n}"),
+        ]
+        yield history
+
+
+def offloading_governor(store: BaseStore) -> ContextGovernor:
+    return ContextGovernor(
+        context_window_tokens=WINDOW, max_output_tokens=500, offload=True, store=store
+    )
+
+
+def test_first_contact_on_a_long_history_writes_nothing_kept_already() -> None:
+    store = CountingStore(InMemoryStore())
+    serving = offloading_governor(store)
+    for history in growing_history(60):
+        result = serving.govern(history, thread_id="t")
+    assert result.report.cut and result.report.compacted
+    written = list(store.written)
+    assert len(written) == len(set(written))
+    # Another worker without the record (a graph state that does not keep it) replays the
+    # whole history, and writes none of what its items are.
+    store.inner.delete((RECORD_KEY,), "t")
+    assert offloading_governor(store).govern(history, thread_id="t").messages == result.messages
+    assert store.written == written
+
+
+def test_the_record_carries_handles_never_content() -> None:
+    store = InMemoryStore()
+    governor = offloading_governor(store)
+    for history in growing_history(60, marker="\nSECRET-PAYLOAD"):
+        result = governor.govern(history, thread_id="t")
+    assert result.report.cut and result.report.compacted
+    assert "SECRET-PAYLOAD" not in json.dumps(result.record)
+    assert "SECRET-PAYLOAD" not in json.dumps([item.value for item in store.search((RECORD_KEY,))])
+
+
+def test_a_result_of_read_context_is_compacted_without_being_kept_again() -> None:
+    store = CountingStore(InMemoryStore())
+    governor = offloading_governor(store)
+    page = "read back: " + "y" * 3_000
+    history: list[BaseMessage] = [HumanMessage("go")]
+    reading = calls("read_context", "r0", handle="k7f3q2m5xa", offset=100)
+    history += [reading, ToolMessage(page, tool_call_id="r0", name="read_context")]
+    for history in growing_history(20):
+        history = [*history[:1], reading, ToolMessage(page, tool_call_id="r0"), *history[1:]]
+        request = governor.govern(history, thread_id="t").messages
+    [cleared] = [m for m in request if isinstance(m, ToolMessage) and m.tool_call_id == "r0"]
+    assert cleared.content == (
+        '[Output cleared: read_context(handle="k7f3q2m5xa", offset=100) returned 3,011 '
+        "characters; the same call reads it again.]"
+    )
+    kept = OffloadStore(store)
+    assert all("y" * 100 not in kept.read("t", h).text for h in store.written)

@@ -27,7 +27,7 @@ from langchain_context_governance.offload.store import (
 
 
 class CountingStore(BaseStore):
-    """A store that counts the items written to it (the index apart)."""
+    """A store that counts the offloaded items written to it (the index apart)."""
 
     def __init__(self, inner: BaseStore) -> None:
         self.inner = inner
@@ -36,7 +36,12 @@ class CountingStore(BaseStore):
     def _count(self, ops: Iterable[Op]) -> list[Op]:
         ops = list(ops)
         self.written += [
-            op.key for op in ops if isinstance(op, PutOp) and op.value and op.key != "index"
+            op.key
+            for op in ops
+            if isinstance(op, PutOp)
+            and op.namespace[0] == NAMESPACE
+            and op.value
+            and op.key != "index"
         ]
         return ops
 
@@ -191,3 +196,12 @@ def test_the_store_of_the_running_graph_is_found() -> None:
     assert seen == [graph_store, None]
     assert store_in_run() is None
     assert embedded_store() is embedded_store()
+
+
+def test_a_thread_says_how_many_bytes_it_keeps(store: BaseStore) -> None:
+    kept = OffloadStore(store)
+    batch = items(3)
+    assert kept.kept_bytes("t") == 0
+    kept.keep("t", batch)
+    assert kept.kept_bytes("t") == sum(item.size for item in batch)
+    assert kept.kept_bytes("u") == 0
