@@ -175,6 +175,11 @@ class OffloadStore:
         found = self.store.get(namespace_of(thread_id), _INDEX_KEY)
         return sum(_Index.of(found).kept.values())
 
+    async def akept_bytes(self, thread_id: str) -> int:
+        """`kept_bytes` for async callers."""
+        found = await self.store.aget(namespace_of(thread_id), _INDEX_KEY)
+        return sum(_Index.of(found).kept.values())
+
     def _keep(self, thread_id: str, items: Sequence[OffloadItem]) -> Steps[int]:
         if not items:
             return 0

@@ -157,6 +157,7 @@ async def test_async_callers_await_the_store() -> None:
     assert await kept.akeep("t", [item]) == 0
     assert (await kept.aread("t", item.handle)).text == item.value["text"]
     assert store.written == [item.handle]
+    assert await kept.akept_bytes("t") == item.size
 
 
 def test_namespaces_take_any_thread_id() -> None:
