@@ -22,13 +22,13 @@ from langchain_context_governance.passes import (
     DEFAULT_PLACEHOLDER,
     SYNTHETIC_USER_CONTENT,
     backfill_missing_tool_results,
-    cut_note,
     drop_orphan_tool_results,
     enforce_role_alternation,
     microcompact,
     snip_history,
     truncate_oversized_messages,
 )
+from langchain_context_governance.policy.note import cut_note
 from langchain_context_governance.rules import (
     PROVIDERS,
     Violation,

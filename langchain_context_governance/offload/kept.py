@@ -22,13 +22,14 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from langchain_context_governance.offload.items import READ_CONTEXT, OffloadItem
+from langchain_context_governance.offload.items import READ_CONTEXT, OffloadItem, is_handle
 
 __all__ = [
     "OFFLOADED_KEY",
     "READ_CONTEXT",
     "Offload",
     "handle_line",
+    "is_read_call",
     "marked_offloaded",
     "offloaded_handle",
     "read_call",
@@ -61,11 +62,26 @@ def read_call(handle: str) -> str:
     return f'{READ_CONTEXT}(handle="{handle}")'
 
 
+def is_read_call(text: str) -> bool:
+    """Whether `text` is exactly a `read_call` (and nothing else could be passed as one).
+
+    Example:
+        >>> is_read_call('read_context(handle="k7f3q2m5xa")'), is_read_call("read it")
+        (True, False)
+    """
+    prefix, suffix = f'{READ_CONTEXT}(handle="', '")'
+    return (
+        text.startswith(prefix)
+        and text.endswith(suffix)
+        and is_handle(text[len(prefix) : -len(suffix)])
+    )
+
+
 def handle_line(item: OffloadItem, *, brief: bool = False) -> str:
-    """One line naming `item`: the call that reads it, what it holds and its size; where
-    `brief`, the call alone (the note says what a cut left out)."""
+    """One line naming `item`: the call that reads it, what it holds and (not where
+    `brief`) its size."""
     if brief:
-        return read_call(item.handle)
+        return f"{read_call(item.handle)}: {item.about}"
     return f"{read_call(item.handle)}: {item.about}, {item.characters:,} characters"
 
 

@@ -15,8 +15,8 @@ from langchain_context_governance._reasoning import thinking_tool_loop_start
 from langchain_context_governance.passes._budget import task_pin_limit, validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.alternation import merge_leading_user_turns
-from langchain_context_governance.passes.cut_note import attach_cut_note, cut_note
 from langchain_context_governance.passes.truncate import truncate_message
+from langchain_context_governance.policy.note import attach_cut_note, cut_note
 from langchain_context_governance.tokens.counter import (
     MessageTokenCounter,
     TokenCounterSpec,
@@ -118,12 +118,11 @@ def snip_history_with_count(
     counter: MessageTokenCounter,
     tools_tokens: int = 0,
     pin_task: bool = True,
-    summary: str | None = None,
 ) -> tuple[list[BaseMessage], int]:
     """Snip to `max_tokens`; return the list and how many messages were removed.
 
     Returns the very same list when everything fits. Where messages are left out, a
-    note at the cut says how many (with `summary` in it, where given).
+    note at the cut says how many.
     """
     if counter.count_messages(messages) + tools_tokens <= max_tokens:
         return messages, 0
@@ -134,7 +133,7 @@ def snip_history_with_count(
     fixed = counter.request_overhead + tools_tokens
     remaining = max_tokens - fixed - sum(counter.count_message(message) for message in systems)
     # Room for the note, whatever the number of messages it ends up naming.
-    remaining -= counter.count_message(HumanMessage(cut_note(len(rest), summary)))
+    remaining -= counter.count_message(HumanMessage(cut_note(len(rest))))
     task = _task_index(rest) if pin_task else None
     words = None if task is None else without_added_parts(rest[task])  # type: ignore[arg-type]
     task_copy = None if words is None else pinned_task_copy(words, max_tokens, counter)
@@ -150,7 +149,7 @@ def snip_history_with_count(
     snipped = [*systems, *kept]
     omitted = len(rest) - len(kept)
     if omitted > 0:
-        noted = attach_cut_note(snipped, cut_note(omitted, summary), after_task=task_kept)
+        noted = attach_cut_note(snipped, cut_note(omitted), after_task=task_kept)
         # Left out where it would take the request over budget (a tiny budget).
         if counter.count_messages(noted) + tools_tokens <= max_tokens:
             return noted, omitted

@@ -1,8 +1,8 @@
 """The package's layers import only downwards, so no import cycle can come back.
 
-`_added`, `_messages`, `_reasoning` and `tokens` -> `offload` -> `passes` -> `rules` -> `state` ->
-`governor` -> the integrations. A module may import its own layer and those below it,
-at the top of the file or inside a function alike.
+`_added`, `_messages`, `_reasoning` and `tokens` -> `offload` -> `passes` -> `policy` ->
+`rules` -> `state` -> `governor` -> the integrations. A module may import its own layer and
+those below it, at the top of the file or inside a function alike.
 """
 
 from __future__ import annotations
@@ -17,11 +17,22 @@ NAME = "langchain_context_governance"
 
 # For each layer, the layers above it, which it must never import.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "offload": ("passes", "rules", "state", "governor", "middleware", "langgraph"),
-    "passes": ("rules", "state", "governor", "middleware", "langgraph"),
+    "offload": ("passes", "policy", "rules", "state", "governor", "middleware", "langgraph"),
+    "passes": ("policy", "rules", "state", "governor", "middleware", "langgraph"),
+    "policy": ("rules", "state", "governor", "middleware", "langgraph"),
     "rules": ("state", "governor", "middleware", "langgraph"),
     "state": ("governor", "middleware", "langgraph"),
 }
+
+
+# The keep-recent cut (passes/snip.py) writes the note whose home is policy/note.py; the cut
+# itself moves to policy/ with issue 26, and this exception with it.
+ALLOWED = {"passes/snip.py": f"{NAME}.policy.note"}
+
+
+def _allowed(path: str, module: str) -> bool:
+    allowed = ALLOWED.get(path)
+    return allowed is not None and (module == allowed or module.startswith(f"{allowed}."))
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -44,6 +55,7 @@ def test_a_layer_never_imports_a_layer_above_it(layer: str) -> None:
         for module in imported_modules(path)
         for above in FORBIDDEN[layer]
         if module == f"{NAME}.{above}" or module.startswith(f"{NAME}.{above}.")
+        if not _allowed(str(path.relative_to(PACKAGE)), module)
     }
     assert offending == set()
 
