@@ -1,7 +1,7 @@
 """Offload (issue 30): what the model can still get back of what it needs, and at what cost.
 
 The governor at its defaults against the same governor with `offload=True` (each run a
-thread of its own, each builder a LangGraph `InMemoryStore` of its own), replayed call by
+thread of its own in the process's embedded store), replayed call by
 call on the real runs, the tool-heavy replay (BFCL) and the tool loop (its seeds replayed
 as runs: a call before every assistant message, with the loop's budget):
 
@@ -10,7 +10,9 @@ as runs: a call before every assistant message, with the loop's budget):
   reads back: a cleared result, a cut text, a cut's transcript);
 - *hit ratio* and *cost*, the prefix-cache measure of `benchmarks.loop` (offload against
   the defaults: a handle must cost what today's placeholder costs);
-- *store bytes per thread*: what a run's thread keeps at its end (median and largest).
+- *store bytes per thread*: what a run's thread keeps at its end (median and largest);
+- *ms per call*: the policy's time per call, with offload its writes to the store (an
+  embedded store, after each call) included.
 
 A scripted reader: on the real runs, before each call whose needed values the request
 does not show but a handle it shows holds, the agent calls the governor's own
@@ -23,6 +25,7 @@ are not added to its history).
 
 from __future__ import annotations
 
+import itertools
 import re
 import statistics
 from collections.abc import Callable, Sequence
@@ -30,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
-from langgraph.store.memory import InMemoryStore
 
 from benchmarks.fidelity import call_values, message_text, request_text
 from benchmarks.histories import build_tool_loop
@@ -70,7 +72,7 @@ __all__ = [
 
 OFFLOAD_OFF = "ContextGovernor(defaults)"
 OFFLOAD_ON = "ContextGovernor(offload=True)"
-_THREAD = "run"
+_THREADS = itertools.count()
 _HANDLE = re.compile(r'read_context\(handle="([a-z2-7]{10})"')
 # A run of a replay: its trajectory, input budget, the tokens of the tool definitions sent
 # with it, those definitions, its excluded tools.
@@ -78,19 +80,21 @@ Run = tuple[Trajectory, int, int, Sequence[Any] | None, frozenset[str]]
 
 
 class OffloadingGovernor:
-    """A governor with `offload=True` on one thread and a store of its own, as a request
-    builder that can also read back what the handles of a request hold."""
+    """A governor with `offload=True` on a thread of its own (in the process's embedded
+    store, as the middleware without a graph store keeps it), as a request builder that
+    can also read back what the handles of a request hold."""
 
     def __init__(self, **settings: Any) -> None:
         from langchain_context_governance import ContextGovernor, OffloadStore
+        from langchain_context_governance.offload import embedded_store
 
-        self.store = InMemoryStore()
-        self.governor = ContextGovernor(offload=True, store=self.store, **settings)
-        self.kept = OffloadStore(self.store)
+        self.thread = f"offload-{next(_THREADS)}"
+        self.governor = ContextGovernor(offload=True, **settings)
+        self.kept = OffloadStore(embedded_store())
         self._read: dict[str, str] = {}
 
     def __call__(self, messages: list[BaseMessage]) -> list[BaseMessage]:
-        return self.governor.govern(messages, thread_id=_THREAD).messages
+        return self.governor.govern(messages, thread_id=self.thread).messages
 
     def handles(self, request: Sequence[BaseMessage]) -> list[str]:
         """The handles `request` shows, each once, in order."""
@@ -101,7 +105,7 @@ class OffloadingGovernor:
         """What `handle` holds ("" where nothing): it never changes, so it is read once."""
         text = self._read.get(handle)
         if text is None:
-            content = self.kept.read(_THREAD, handle)
+            content = self.kept.read(self.thread, handle)
             text = self._read[handle] = content.text if content.status == "found" else ""
         return text
 
@@ -109,7 +113,7 @@ class OffloadingGovernor:
         return "\n".join(self.read(handle) for handle in self.handles(request))
 
     def kept_bytes(self) -> int:
-        return self.kept.kept_bytes(_THREAD)
+        return self.kept.kept_bytes(self.thread)
 
 
 @dataclass
@@ -219,6 +223,7 @@ def offload_table(replays_by_kind: dict[str, dict[str, OffloadReplay]]) -> str:
                     str(total.rejected),
                     str(total.over_budget),
                     _bytes(replay.kept_bytes),
+                    f"{total.seconds / total.calls * 1000:.2f}" if total.calls else "-",
                 ]
             )
     header = [
@@ -232,6 +237,7 @@ def offload_table(replays_by_kind: dict[str, dict[str, OffloadReplay]]) -> str:
         "rejected",
         "over budget",
         "store per thread (median / max)",
+        "ms per call",
     ]
     return markdown_table(header, rows)
 
@@ -332,7 +338,7 @@ def read_back(run: Run, counts: ReaderCounts) -> None:
     trajectory, budget, _, tools, excluded = run
     builder = OffloadingGovernor(**_settings(budget, tools, excluded))
     tool = builder.governor.read_context_tool()
-    config: Any = {"configurable": {"thread_id": _THREAD}}
+    config: Any = {"configurable": {"thread_id": builder.thread}}
 
     def read(arguments: dict[str, Any]) -> str:
         return str(tool.invoke(arguments, config=config))

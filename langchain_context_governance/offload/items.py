@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import re
@@ -77,7 +78,7 @@ class OffloadItem:
         """The one line that says what the item holds."""
         return str(self.value["about"])
 
-    @property
+    @functools.cached_property
     def characters(self) -> int:
         """Characters of text the item reads back as (a cut: its messages' texts)."""
         if self.value["kind"] == "cut":

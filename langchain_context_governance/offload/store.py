@@ -105,6 +105,8 @@ class _Index:
 
     kept: OrderedDict[str, int] = field(default_factory=OrderedDict)
     gone: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    # The sizes of `kept`, summed.
+    total: int = 0
 
     @classmethod
     def of(cls, item: Item | None) -> _Index:
@@ -119,6 +121,7 @@ class _Index:
                 index.kept[str(entry[0])] = max(entry[1], 0)
         for handle in gone if isinstance(gone, list) else ():
             index.gone[str(handle)] = None
+        index.total = sum(index.kept.values())
         return index
 
     def value(self) -> dict[str, Any]:
@@ -130,11 +133,11 @@ class _Index:
     def add(self, handle: str, size: int, limit: int) -> list[str]:
         """List `handle` as kept; return the handles removed to stay within `limit`."""
         self.kept[handle] = size
-        total = sum(self.kept.values())
+        self.total += size
         removed: list[str] = []
-        while total > limit and self.kept:
+        while self.total > limit and self.kept:
             oldest, oldest_size = self.kept.popitem(last=False)
-            total -= oldest_size
+            self.total -= oldest_size
             removed.append(oldest)
             self.gone[oldest] = None
         while len(self.gone) > GONE_KEPT:
@@ -172,13 +175,11 @@ class OffloadStore:
 
     def kept_bytes(self, thread_id: str) -> int:
         """Bytes the thread keeps, as counted against its limit (what its index lists)."""
-        found = self.store.get(namespace_of(thread_id), _INDEX_KEY)
-        return sum(_Index.of(found).kept.values())
+        return _Index.of(self.store.get(namespace_of(thread_id), _INDEX_KEY)).total
 
     async def akept_bytes(self, thread_id: str) -> int:
         """`kept_bytes` for async callers."""
-        found = await self.store.aget(namespace_of(thread_id), _INDEX_KEY)
-        return sum(_Index.of(found).kept.values())
+        return _Index.of(await self.store.aget(namespace_of(thread_id), _INDEX_KEY)).total
 
     def _keep(self, thread_id: str, items: Sequence[OffloadItem]) -> Steps[int]:
         if not items:

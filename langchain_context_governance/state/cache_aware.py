@@ -349,6 +349,8 @@ _NOTE_COUNTS_KEPT = 8
 _CHARS_PER_TOKEN = 4
 # Marks a compacted result in a request's fingerprints.
 _COMPACTED = 0x5F3759DF
+# At least what a line of the note's data turn naming a kept message costs (its call).
+_READ_CALL_TOKENS = 8
 
 
 @dataclass
@@ -609,6 +611,9 @@ class CacheAwareReplay:
         # a plan: placeholders and the note show handles then, and their counts differ.
         self._offloading = False
         self._offload: Offload | None = None
+        # The items of the messages cuts left out, by position, during one plan: a plan
+        # replaying a long history meets the same messages at cut after cut.
+        self._cut_items: dict[int, tuple[OffloadItem, bool] | None] = {}
         self._transcript_line_cost: dict[bool, int] = {}
         self.start_over()
 
@@ -728,6 +733,7 @@ class CacheAwareReplay:
             self._offloading = offload is not None
             self.start_over()
         self._offload = offload
+        self._cut_items = {}
         try:
             return self._plan(
                 history,
@@ -739,6 +745,7 @@ class CacheAwareReplay:
             )
         finally:
             self._offload = None
+            self._cut_items = {}
 
     def _plan(
         self,
@@ -1063,9 +1070,16 @@ class CacheAwareReplay:
         original = history[index]
         assert isinstance(original, ToolMessage)
         if self._offload is not None:
-            _, args = answered_call(history, index)
-            name = self._replay.compactable_names[index]
-            return offloaded_result(original, name, args, self._offload)
+            # Kept while the result lives: making it digests the result, and its item is
+            # kept (in the call's `Offload`) when it is made.
+            copy = self._compacted_copies.get(index, (index,), history)
+            if copy is None:
+                _, args = answered_call(history, index)
+                name = self._replay.compactable_names[index]
+                copy = offloaded_result(original, name, args, self._offload)
+                self._compacted_copies.put(index, (index,), history, copy)
+            assert isinstance(copy, ToolMessage)
+            return copy
         placeholder = self._compaction.placeholder_for(self._replay.compactable_names[index])
         return original.model_copy(update={"content": placeholder})
 
@@ -1275,25 +1289,26 @@ class CacheAwareReplay:
         sent = self._left_out(decisions)
         parts: list[OffloadItem] = []
         listed: list[OffloadItem] = []
-        for index in range(decisions.cut):
-            message = history[index]
-            if index in sent or added_kind(message) is not None:
+        known = self._cut_items
+        for index, message in enumerate(history[: decisions.cut]):
+            if index in sent:
                 continue
-            name, args = (
-                answered_call(history, index) if isinstance(message, ToolMessage) else ("", None)
-            )
-            item = message_item(message, name, args)
-            parts.append(item)
-            if not isinstance(message, AIMessage) or content_text_length(message.content):
-                listed.append(item)
+            if index not in known:
+                known[index] = self._cut_part(history, index, message)
+            part = known[index]
+            if part is not None:
+                parts.append(part[0])
+                if part[1]:
+                    listed.append(part[0])
         if not parts:
             return
         transcript = cut_item(parts)
-        for item in (*parts, transcript):
-            self._offload.keep(item)
+        self._offload.keep(transcript)
         brief = self._brief_note(decisions)
         lines = [read_call(transcript.handle)]
-        lines += (handle_line(item, brief=brief) for item in reversed(listed))
+        # A line is at least a call (about 9 tokens): no more than this many can fit.
+        most = reserve // _READ_CALL_TOKENS + 1
+        lines += (handle_line(item, brief=brief) for item in listed[: -most - 1 : -1])
 
         def extra_tokens(count: int) -> int:
             return self._data_tokens(decisions, omitted, "\n".join(lines[:count]))
@@ -1311,6 +1326,23 @@ class CacheAwareReplay:
                 high = middle - 1
         decisions.note_values = "\n".join(lines[:fitting])
         decisions.note_values_tokens = tokens
+
+    def _cut_part(
+        self, history: Sequence[BaseMessage], index: int, message: BaseMessage
+    ) -> tuple[OffloadItem, bool] | None:
+        """The item of a message a cut leaves out, kept in this call's `Offload`, and
+        whether the note names it (not an assistant message of calls alone); None for a
+        message governance added."""
+        assert self._offload is not None
+        if added_kind(message) is not None:
+            return None
+        name, args = (
+            answered_call(history, index) if isinstance(message, ToolMessage) else ("", None)
+        )
+        item = message_item(message, name, args)
+        self._offload.keep(item)
+        named = not isinstance(message, AIMessage) or bool(content_text_length(message.content))
+        return item, named
 
     def _transcript_line_tokens(self, decisions: _Decisions) -> int:
         """What the call that reads a cut's transcript adds to the note."""
