@@ -399,7 +399,8 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
     summary_timeout: float | None = DEFAULT_SUMMARY_TIMEOUT
     store: Any = None
     # Keep what leaves a request (compacted, cut, truncated) in the thread's store, and
-    # show the handle that reads it back with the `read_context` tool (offload/).
+    # show the handle that reads it back with the `read_context` tool (offload/; its
+    # placeholder stands in for `placeholder` then). Needs a thread.
     offload: bool = False
     overflow_retries: int = 1
     name: str | None = "ContextGovernor"
