@@ -611,9 +611,6 @@ class CacheAwareReplay:
         # a plan: placeholders and the note show handles then, and their counts differ.
         self._offloading = False
         self._offload: Offload | None = None
-        # The items of the messages cuts left out, by position, during one plan: a plan
-        # replaying a long history meets the same messages at cut after cut.
-        self._cut_items: dict[int, tuple[OffloadItem, bool] | None] = {}
         self._transcript_line_cost: dict[bool, int] = {}
         self.start_over()
 
@@ -626,6 +623,10 @@ class CacheAwareReplay:
         self._task_copies: MadeMessages[BaseMessage] = MadeMessages()
         self._compacted_copies: MadeMessages[BaseMessage] = MadeMessages()
         self._words_copies: MadeMessages[BaseMessage] = MadeMessages()
+        # The items of the messages cuts leave out (offload), kept while those messages
+        # live: cut after cut meets the same messages, and a made item was kept (written)
+        # in the call that made it.
+        self._cut_items: MadeMessages[tuple[OffloadItem | None, bool]] = MadeMessages()
         self._front: _Front | None = None
         self._body: _Body | None = None
         # The positions the latest request sent compacted (their counts go in a snapshot).
@@ -733,7 +734,6 @@ class CacheAwareReplay:
             self._offloading = offload is not None
             self.start_over()
         self._offload = offload
-        self._cut_items = {}
         try:
             return self._plan(
                 history,
@@ -745,7 +745,6 @@ class CacheAwareReplay:
             )
         finally:
             self._offload = None
-            self._cut_items = {}
 
     def _plan(
         self,
@@ -1289,17 +1288,18 @@ class CacheAwareReplay:
         sent = self._left_out(decisions)
         parts: list[OffloadItem] = []
         listed: list[OffloadItem] = []
-        known = self._cut_items
         for index, message in enumerate(history[: decisions.cut]):
             if index in sent:
                 continue
-            if index not in known:
-                known[index] = self._cut_part(history, index, message)
-            part = known[index]
-            if part is not None:
-                parts.append(part[0])
-                if part[1]:
-                    listed.append(part[0])
+            part = self._cut_items.get(index, (index,), history)
+            if part is None:
+                part = self._cut_part(history, index, message)
+                self._cut_items.put(index, (index,), history, part)
+            item, named = part
+            if item is not None:
+                parts.append(item)
+                if named:
+                    listed.append(item)
         if not parts:
             return
         transcript = cut_item(parts)
@@ -1329,13 +1329,13 @@ class CacheAwareReplay:
 
     def _cut_part(
         self, history: Sequence[BaseMessage], index: int, message: BaseMessage
-    ) -> tuple[OffloadItem, bool] | None:
+    ) -> tuple[OffloadItem | None, bool]:
         """The item of a message a cut leaves out, kept in this call's `Offload`, and
-        whether the note names it (not an assistant message of calls alone); None for a
-        message governance added."""
+        whether the note names it (not an assistant message of calls alone); no item for
+        a message governance added."""
         assert self._offload is not None
         if added_kind(message) is not None:
-            return None
+            return None, False
         name, args = (
             answered_call(history, index) if isinstance(message, ToolMessage) else ("", None)
         )
