@@ -21,7 +21,9 @@ is applied the same way to every policy.
   appear earlier in the conversation (in a message's text or an earlier call's
   arguments), and the share of them still in the request the policy sent before it.
   Counted apart: the values the request shows only in text governance added (the
-  governor's note at a cut), not in any message or block of the history.
+  governor's note at a cut), not in any message or block of the history;
+- *needed facts retrievable* (offload, issue 30): the needed values the request shows,
+  or that the text behind a handle it shows holds (what `read_context` reads back).
 """
 
 from __future__ import annotations
@@ -247,10 +249,16 @@ class FidelityCounts:
     facts_visible: int = 0
     # Of the visible ones, those only in governance's own text (the note at a cut).
     facts_in_note_only: int = 0
+    # Visible, or behind a handle the request shows (offload).
+    facts_retrievable: int = 0
 
     @property
     def facts_share(self) -> float | None:
         return self.facts_visible / self.facts_needed if self.facts_needed else None
+
+    @property
+    def retrievable_share(self) -> float | None:
+        return self.facts_retrievable / self.facts_needed if self.facts_needed else None
 
     @property
     def facts_share_in_original(self) -> float | None:
@@ -272,13 +280,15 @@ class FidelityCounts:
         budget: int,
         count: Callable[[BaseMessage], int],
         excluded_tools: frozenset[str] = frozenset(),
+        behind_handles: Callable[[], str] | None = None,
     ) -> None:
         """Measure one call: `history` is what the policy was given, `request` what it sent,
         `next_message` the assistant message the run made next, `earlier_text` the text
         of `history` (see `request_text`), `pinnable` the most tokens a user message (and
         the current turn's tool-call group) may have to be counted, `budget` what the
         messages may take, `count` a message counter, `excluded_tools` the tools whose
-        results must survive."""
+        results must survive, `behind_handles` the text the handles the request shows
+        read back (offload; None: a policy without handles)."""
         users = [i for i, message in enumerate(history) if isinstance(message, HumanMessage)]
         if users:
             task, latest = history[users[0]], history[users[-1]]
@@ -327,6 +337,11 @@ class FidelityCounts:
                 visible = [value for value in needed if value in text]
                 self.facts_needed += len(needed)
                 self.facts_visible += len(visible)
+                self.facts_retrievable += len(visible)
+                hidden = [value for value in needed if value not in text]
+                if hidden and behind_handles is not None:
+                    kept = behind_handles()
+                    self.facts_retrievable += sum(value in kept for value in hidden)
                 if visible:
                     original = original_text(request)
                     self.facts_in_note_only += sum(value not in original for value in visible)

@@ -23,6 +23,10 @@ thread's history, so governance must compact and cut. Checks, printed as PASS/FA
 - governance p50 with all threads at once <= 2x the p50 of the thread alone (the node's
   `ContextGovernor.govern` call, timed; not judged with `--ci`, which only prints it).
 
+Then the fleet (`benchmarks.fleet`: worker processes taking turns on the same threads) and
+offload (`benchmarks.offload_fleet`: two worker processes on one `AsyncPostgresStore`
+read back each other's handles).
+
 Exit status 1 when a check fails. `--ci` (`make scale-ci`, run by `.ci/run`) is the short
 version: 10 threads x 10 iterations, 3 resumed.
 """
@@ -55,6 +59,7 @@ from langchain_core.tools import BaseTool
 
 from benchmarks.concurrency import govern_by_thread
 from benchmarks.fleet import FleetSettings, cold_versus_steady, fleet_report, run_fleet
+from benchmarks.offload_fleet import offload_fleet_report, run_offload_fleet
 from benchmarks.postgres import throwaway_cluster
 from benchmarks.report import Target, render_targets
 from langchain_context_governance import ContextGovernor
@@ -524,6 +529,12 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     fleet.add_argument(
         "--fleet-iterations", type=int, default=None, help="tool iterations a turn: 8; 6"
     )
+    parser.add_argument(
+        "--offload-threads",
+        type=int,
+        default=None,
+        help="threads of the offload run (benchmarks.offload_fleet): 8; 2 with --ci",
+    )
     fleet.add_argument(
         "--lengths",
         type=int,
@@ -568,6 +579,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(text)
         targets += fleet_targets
+        offload_threads = arguments.offload_threads or (2 if arguments.ci else 8)
+        _progress(f"offload: {offload_threads} threads, each turn on the other of two workers")
+        text, offload_targets = offload_fleet_report(run_offload_fleet(conninfo, offload_threads))
+        print(text)
+        targets += offload_targets
     print("\n" + render_targets(targets))
     print(f"\nTotal wall time: {time.perf_counter() - started:.0f} s")
     outcomes = [target.passed for target in targets]

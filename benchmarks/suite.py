@@ -37,6 +37,16 @@ from benchmarks.loop import (
     combine_results,
     simulate_loop,
 )
+from benchmarks.offload import (
+    ReaderCounts,
+    loop_trajectories,
+    offload_table,
+    offload_targets,
+    read_back,
+    reader_table,
+    real_runs,
+    replay_offload,
+)
 from benchmarks.policies import (
     GOVERNOR_APPROXIMATE,
     GOVERNOR_MAX_OUTPUT_TOKENS,
@@ -522,6 +532,50 @@ def run_tool_heavy(arguments: argparse.Namespace) -> list[Target]:
     return targets
 
 
+def run_offload(arguments: argparse.Namespace) -> list[Target]:
+    """The governor with offload against its defaults on the replays that are run (the
+    real runs, the tool-heavy replay, the tool loop), and the scripted reader."""
+    logging.getLogger("langchain_context_governance").setLevel(logging.ERROR)
+    runs: dict[str, list[Any]] = {}
+    directory = trajectories_directory(arguments)
+    if not arguments.skip_trajectories and (directory / "MANIFEST.json").is_file():
+        runs["real runs"] = real_runs(load_trajectories(directory), MessageTokenMemo())
+    tool_heavy = None if arguments.skip_tool_heavy else load_tool_heavy(arguments)
+    if tool_heavy is not None:
+        runs["tool-heavy"] = tool_heavy.conversations
+    if not arguments.skip_loop:
+        seeds = range(arguments.seed, arguments.seed + arguments.loop_seeds)
+        runs["tool loop"] = loop_trajectories(
+            arguments.loop_iterations, seeds, arguments.loop_budget
+        )
+    print(
+        "\n## Offload: the governor with offload=True against its defaults (needed facts "
+        "retrievable: visible, or behind a handle the request shows; store per thread: "
+        "what a run keeps at its end)\n"
+    )
+    replays = {}
+    for kind, of_kind in runs.items():
+        _progress(f"offload: {kind}")
+        replays[kind] = replay_offload(of_kind, MessageTokenMemo())
+    print(offload_table(replays))
+    readers = {}
+    for kind in ("real runs", "tool-heavy"):
+        if kind in runs:
+            _progress(f"offload: the scripted reader on the {kind}")
+            readers[kind] = ReaderCounts()
+            for run in runs[kind]:
+                read_back(run, readers[kind])
+    if readers:
+        print(
+            "\nA scripted agent that reads back, before each call, the needed values its "
+            "request shows only behind a handle (read_context with a pattern):\n"
+        )
+        print(reader_table(readers))
+    targets = offload_targets(replays)
+    print("\n" + render_targets(targets))
+    return targets
+
+
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
@@ -555,6 +609,11 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-tool-heavy", action="store_true", help="no BFCL replay")
     parser.add_argument(
         "--tool-heavy-limit", type=int, default=None, help="replay only the first N conversations"
+    )
+    parser.add_argument(
+        "--skip-offload",
+        action="store_true",
+        help="no offload section (benchmarks/offload.py)",
     )
     parser.add_argument(
         "--skip-counting",
@@ -603,6 +662,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         targets += run_trajectories(arguments)
     if not arguments.skip_tool_heavy:
         targets += run_tool_heavy(arguments)
+    if not arguments.skip_offload and governor_available():
+        targets += run_offload(arguments)
     if not arguments.skip_counting and governor_available():
         run_counting(arguments)
     print("\n## Targets\n")

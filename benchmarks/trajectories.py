@@ -17,6 +17,7 @@ original messages it holds), the prefix-cache hits and the priced cost of
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -265,6 +266,10 @@ def replay_trajectory(
     tokens_of = count if count is not None else memo.count_all
     originals = _Originals(messages, memo)
     build_request = policy.make()
+    # An offloading policy reads back the text behind the handles a request shows.
+    text_behind: Callable[[Sequence[BaseMessage]], str] | None = getattr(
+        build_request, "text_behind", None
+    )
     result = TrajectoryResult(policy.name, trajectory.name, budget)
     limit = int(budget * PINNABLE_SHARE)
     task = next(message for message in messages if isinstance(message, HumanMessage))
@@ -298,6 +303,9 @@ def replay_trajectory(
             budget=budget,
             count=memo.count,
             excluded_tools=exclude_tools,
+            behind_handles=(
+                None if text_behind is None else functools.partial(text_behind, request)
+            ),
         )
         previous = request
     return result

@@ -6,19 +6,25 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_context_governance.errors import ContextBudgetExceeded
 from langchain_context_governance.governor import ContextGovernor
+from langchain_context_governance.offload import (
+    MAX_BYTES_PER_THREAD,
+    BoundedMemoryStore,
+    OffloadStore,
+    read_context_tool,
+)
 from langchain_context_governance.passes import (
     BACKFILL_CONTENT,
     DEFAULT_COMPACTABLE_TOOLS,
     DEFAULT_PLACEHOLDER,
     SYNTHETIC_USER_CONTENT,
     backfill_missing_tool_results,
-    cut_note,
     drop_orphan_tool_results,
     enforce_role_alternation,
     microcompact,
     snip_history,
     truncate_oversized_messages,
 )
+from langchain_context_governance.policy.note import cut_note
 from langchain_context_governance.report import GovernanceReport, GovernanceResult
 from langchain_context_governance.rules import (
     PROVIDERS,
@@ -47,14 +53,17 @@ __all__ = [
     "DEFAULT_COMPACTABLE_TOOLS",
     "DEFAULT_PLACEHOLDER",
     "DEFAULT_SUMMARY_PROMPT",
+    "MAX_BYTES_PER_THREAD",
     "PROVIDERS",
     "SYNTHETIC_USER_CONTENT",
+    "BoundedMemoryStore",
     "CacheStats",
     "ContextBudgetExceeded",
     "ContextGovernor",
     "GovernanceReport",
     "GovernanceResult",
     "MessageTokenCounter",
+    "OffloadStore",
     "TokenCounterFallbackWarning",
     "TokenCounterSpec",
     "Violation",
@@ -66,6 +75,7 @@ __all__ = [
     "enforce_role_alternation",
     "get_token_counter",
     "microcompact",
+    "read_context_tool",
     "snip_history",
     "truncate_oversized_messages",
     "validate_messages",

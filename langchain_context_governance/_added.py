@@ -1,11 +1,12 @@
 """What governance adds to a request, found again by a mark, never by searching its text.
 
 Governance adds whole messages (a user turn where a request needs one, a placeholder result
-for a call that was never answered, the note at a cut) and never writes inside a message
-it did not make. Each message it makes carries a mark in `response_metadata`, which no
-LangChain chat-model client sends to a provider, so a history stored back as governed
-(LangGraph's `replace` mode) can be read again: what governance added is recognised by
-the mark, and a user's own words are never taken for it, whatever they say.
+for a call that was never answered, the note at a cut and the data it quotes, a result a
+rule cannot send as a result) and never writes inside a message it did not make. Each
+message it makes carries a mark in `response_metadata`, which no LangChain chat-model
+client sends to a provider, so a history stored back as governed (LangGraph's `replace`
+mode) can be read again: what governance added is recognised by the mark, and a user's
+own words are never taken for it, whatever they say.
 
 Where role alternation needs two user turns in one message (the pinned task, the note at
 a cut, the latest user message), each turn becomes its own run of content blocks, intact,
@@ -35,12 +36,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, TypeVar, get_args
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 # The key of the mark in a message's `response_metadata`.
 ADDED_KEY = "context_governance"
 
-AddedKind = Literal["user-turn", "assistant-turn", "tool-result", "cut-note"]
+AddedKind = Literal[
+    "user-turn",
+    "assistant-turn",
+    "tool-result",
+    "cut-note",
+    "cut-data",
+    "result-placeholder",
+    "tool-output",
+]
 ADDED_KINDS: frozenset[str] = frozenset(get_args(AddedKind))
 # The kind of a part that holds a user's own words.
 USER_PART = "user"
@@ -77,6 +86,13 @@ def synthetic_user_turn(*, message_id: str | None = None) -> HumanMessage:
 def cut_note_turn(text: str) -> HumanMessage:
     """The note at a cut, as a user turn of its own (joined to its neighbours as a part)."""
     return mark_added(HumanMessage(text), "cut-note")
+
+
+def cut_data_turn(text: str) -> AIMessage:
+    """What a cut quotes from the messages it leaves out (a summary, their values), as an
+    assistant turn of its own right after the note: text taken from messages never sits
+    in a user or system message (see docs/design.md, "What governance adds")."""
+    return mark_added(AIMessage(text), "cut-data")
 
 
 def _as_blocks(content: str | list[Block]) -> list[Block]:

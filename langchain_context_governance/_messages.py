@@ -38,6 +38,7 @@ __all__ = [
     "as_message_list",
     "call_key",
     "content_fingerprint",
+    "content_text",
     "content_text_length",
     "declared_tool_call_ids",
     "has_tool_calls",
@@ -267,6 +268,26 @@ def tool_names_by_call_id(messages: Sequence[BaseMessage]) -> dict[str, str]:
             for call_id, name in iter_declared_tool_calls(message):
                 names.setdefault(call_id, name)
     return names
+
+
+def content_text(content: str | list[str | dict[str, Any]]) -> str:
+    """The text of a message content: its string, or its text blocks joined by lines.
+
+    Example:
+        >>> content_text(["a", {"type": "text", "text": "b"}, {"type": "image_url"}])
+        'a\\nb'
+    """
+    if isinstance(content, str):
+        return content
+    texts = []
+    for block in content:
+        if isinstance(block, str):
+            texts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            text = block.get("text")
+            if isinstance(text, str):
+                texts.append(text)
+    return "\n".join(texts)
 
 
 def content_text_length(content: str | list[str | dict[str, Any]]) -> int:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
+from langchain_core.tools import BaseTool
 from pydantic import ConfigDict, PrivateAttr
 
 from langchain_context_governance._messages import (
@@ -33,6 +34,14 @@ from langchain_context_governance.model_settings import (
     model_label,
     settings_for_model,
 )
+from langchain_context_governance.offload import (
+    Offload,
+    OffloadStore,
+    embedded_store,
+    read_context_tool,
+    store_in_run,
+)
+from langchain_context_governance.offload.tool import page_characters_for
 from langchain_context_governance.passes.microcompact import ResultCompaction
 from langchain_context_governance.pipeline import Call, Pipeline, report_of
 from langchain_context_governance.report import GovernanceReport, GovernanceResult, GovernorInput
@@ -359,15 +368,20 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         given = _to_message_list(messages)
         if record is None:
             record = self._stored_record(thread_id)
+        offload = self._offload_for(thread_id)
         with self._conversation(thread_id, given, record) as (state, original):
             tools_tokens = self._tools_tokens(tools)
-            result, job, previous = self._govern_with(state, original, tools_tokens, overflows)
+            result, job, previous = self._govern_with(
+                state, original, tools_tokens, overflows, offload
+            )
             if job is not None:
                 state.summary = summary_kept(state.summary, job, self._summarize(job))
                 state.previous_request = previous
-                result = self._govern_with(state, original, tools_tokens, overflows)[0]
+                result = self._govern_with(state, original, tools_tokens, overflows, offload)[0]
             result = self._with_record(state, result, original)
         self._store_record(thread_id, result.record)
+        if offload is not None and thread_id is not None:
+            self._keep_offloaded(thread_id, offload)
         return result
 
     async def agovern(
@@ -380,7 +394,8 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         overflows: Sequence[Overflow] = (),
     ) -> GovernanceResult:
         """`govern` for async callers: the summary model and the store are awaited."""
-        if self._summary_model is None and self.store is None:
+        offload = self._offload_for(thread_id)
+        if self._summary_model is None and self.store is None and offload is None:
             # Nothing to await: governance is computation on a copy.
             return self.govern(
                 messages, thread_id=thread_id, tools=tools, record=record, overflows=overflows
@@ -390,13 +405,17 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
             record = await self._astored_record(thread_id)
         with self._conversation(thread_id, given, record) as (state, original):
             tools_tokens = self._tools_tokens(tools)
-            result, job, previous = self._govern_with(state, original, tools_tokens, overflows)
+            result, job, previous = self._govern_with(
+                state, original, tools_tokens, overflows, offload
+            )
             if job is not None:
                 state.summary = summary_kept(state.summary, job, await self._asummarize(job))
                 state.previous_request = previous
-                result = self._govern_with(state, original, tools_tokens, overflows)[0]
+                result = self._govern_with(state, original, tools_tokens, overflows, offload)[0]
             result = self._with_record(state, result, original)
         await self._astore_record(thread_id, result.record)
+        if offload is not None and thread_id is not None:
+            await self._akeep_offloaded(thread_id, offload)
         return result
 
     @contextmanager
@@ -498,12 +517,54 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         if self.store is not None and thread_id is not None and record is not None:
             await self.store.aput(_STORE_NAMESPACE, thread_id, record)
 
+    def _offload_for(self, thread_id: str | None) -> Offload | None:
+        """What this call keeps of what leaves its request: with `offload`, in a thread
+        (without one, `read_context` reads nothing, so no handle is shown)."""
+        return Offload() if self.offload and thread_id is not None else None
+
+    def _offload_store(self) -> OffloadStore:
+        """Where offloaded items are kept: the running graph's store, else `store`, else
+        the process's embedded store (offload/store.py)."""
+        return OffloadStore(store_in_run() or self.store or embedded_store())
+
+    def _keep_offloaded(self, thread_id: str, offload: Offload) -> None:
+        """Write what this call took out of its request that the thread's store does not
+        hold yet; a store that fails is logged, never raised."""
+        try:
+            self._offload_store().keep(thread_id, offload.items)
+        except Exception:
+            logger.exception("context governance: the offloaded content could not be kept")
+
+    async def _akeep_offloaded(self, thread_id: str, offload: Offload) -> None:
+        try:
+            await self._offload_store().akeep(thread_id, offload.items)
+        except Exception:
+            logger.exception("context governance: the offloaded content could not be kept")
+
+    def read_context_tool(self) -> BaseTool:
+        """The `read_context` tool that reads back what this governor offloaded (see
+        docs/offload.md): add it to the agent's tools where `offload=True` (the
+        `create_agent` middleware registers it itself). It reads the store this governor
+        writes to, a page at most a tenth of the input budget.
+
+        Example:
+            >>> governor = ContextGovernor(context_window_tokens=8_000, offload=True)
+            >>> tool = governor.read_context_tool()
+            >>> tool.name
+            'read_context'
+            >>> tool.invoke({"handle": "k7f3q2m5xa"}, config={"configurable": {"thread_id": "t"}})
+            'read_context: nothing is kept under handle "k7f3q2m5xa" in this conversation.'
+        """
+        page = page_characters_for(self._pipeline.budget)
+        return read_context_tool(store=self.store, page_characters=page)
+
     def _govern_with(
         self,
         state: ConversationState,
         original: list[BaseMessage],
         tools_tokens: int,
         overflows: Sequence[Overflow] = (),
+        offload: Offload | None = None,
     ) -> tuple[GovernanceResult, SummaryJob | None, PreviousRequest | None]:
         """One run of the pipeline; the summary the cut needs, if any, is not made here.
 
@@ -514,7 +575,7 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         pipeline = self._pipeline
         previous = state.previous_request
         fixed_tokens = pipeline.counter.request_overhead + tools_tokens
-        call: Call | None = Call(state, original, fixed_tokens, overflows)
+        call: Call | None = Call(state, original, fixed_tokens, overflows, offload=offload)
         try:
             assert call is not None
             pipeline.run(call)

@@ -228,6 +228,11 @@ def build_pre_model_hook(
     on a graph with a checkpointer (and a governor without a `store`) the node logs one
     WARNING saying how to add the key.
 
+    With the governor's `offload=True`, what governance takes out of a request is kept in
+    the graph's store (the node's runtime store, `compile(store=...)`), else the
+    governor's `store`, else the process's, and the request shows the handle to read it
+    back with: give the agent `governor.read_context_tool()` (docs/offload.md).
+
     The node works the same under `invoke`, `ainvoke`, `stream` and `astream`, finds
     the conversation's state by the run's `thread_id`, and raises ValueError rather
     than return an empty list of messages. In `llm_input` mode on a graph whose state

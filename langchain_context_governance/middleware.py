@@ -13,12 +13,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
+from langchain_core.tools import BaseTool
 from langgraph.types import Command
 from typing_extensions import NotRequired
 
 from langchain_context_governance.governor import ContextGovernor
 from langchain_context_governance.langgraph import keep_latest_record
 from langchain_context_governance.model_settings import model_label, settings_for_model
+from langchain_context_governance.offload import read_context_tool
+from langchain_context_governance.offload.tool import page_characters_for
 from langchain_context_governance.overflow import (
     acall_with_overflow_recovery,
     call_with_overflow_recovery,
@@ -90,6 +93,12 @@ class _GovernorsByModel:
         self._by_model: OrderedDict[int, tuple[Any, ContextGovernor]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def smallest_budget(self) -> int | None:
+        """The smallest input budget of the governors made so far (None: none has one)."""
+        with self._lock:
+            budgets = [governor.budget for _, governor in self._by_model.values()]
+        return min((budget for budget in budgets if budget is not None), default=None)
+
     def for_model(self, model: Any) -> ContextGovernor:
         if not (self._sized or self._profiled):
             return self._governor
@@ -145,6 +154,13 @@ class ContextGovernanceMiddleware(AgentMiddleware[GovernedAgentState, Any, Any])
     saves it with the thread and any worker continues from it. Each call shows in traces
     as a child run named "ContextGovernor" whose outputs carry the report.
 
+    Offload is on unless `offload=False` is given (or a governor without it): what
+    governance clears, cuts or truncates is kept in the graph's store
+    (`create_agent(store=...)`, else the governor's `store`, else this process's), in the
+    thread's namespace, and the middleware registers the `read_context` tool (`tools`)
+    with which the agent reads it back by the handle shown where it was (docs/offload.md).
+    Without a thread (no checkpointer), nothing is kept and no handle is shown.
+
     Example:
         >>> from langchain.agents import create_agent
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -160,6 +176,9 @@ class ContextGovernanceMiddleware(AgentMiddleware[GovernedAgentState, Any, Any])
 
     def __init__(self, governor: ContextGovernor | None = None, **settings: Any) -> None:
         if governor is None:
+            # Offload is on by default here: the middleware gives the agent the tool that
+            # reads back what governance took out of its requests.
+            settings.setdefault("offload", True)
             governor = ContextGovernor(**settings)
         elif not isinstance(governor, ContextGovernor):
             raise TypeError(f"governor must be a ContextGovernor, got {type(governor).__name__}")
@@ -170,6 +189,17 @@ class ContextGovernanceMiddleware(AgentMiddleware[GovernedAgentState, Any, Any])
             )
         self.governor = governor
         self._governors = _GovernorsByModel(governor)
+        self.tools = [self._read_context_tool()] if governor.offload else []
+
+    def _read_context_tool(self) -> BaseTool:
+        """The governor's `read_context`; where the window is read from each model called,
+        a page is sized for the smallest budget of the models governed so far."""
+        if self.governor.budget is not None:
+            return self.governor.read_context_tool()
+        return read_context_tool(
+            store=self.governor.store,
+            page_characters=lambda: page_characters_for(self._governors.smallest_budget()),
+        )
 
     def wrap_model_call(
         self,

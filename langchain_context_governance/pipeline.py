@@ -34,6 +34,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
+from langchain_context_governance.offload import Offload
 from langchain_context_governance.passes._names import (
     ALTERNATION,
     BACKFILL,
@@ -85,6 +86,8 @@ class Call:
     messages: list[BaseMessage]
     fixed_tokens: int
     overflows: Sequence[Overflow] = ()
+    # With `offload`, what steps 2 and 5 take out of the request is kept here (offload/).
+    offload: Offload | None = None
     read: StreamRead | None = None
     plan: CompactionPlan | None = None
     request: list[BaseMessage] = field(default_factory=list)
@@ -205,6 +208,7 @@ def compact_and_cut(pipeline: Pipeline, call: Call, *, rules_tokens: int = 0) ->
         fixed_tokens=call.fixed_tokens,
         overflows=call.overflows,
         rules_tokens=rules_tokens,
+        offload=call.offload,
     )
     if call.plan is None:
         call.plan = _keep_recent_plan(pipeline, call)
@@ -218,6 +222,7 @@ def _keep_recent_plan(pipeline: Pipeline, call: Call) -> CompactionPlan:
         keep_recent=pipeline.keep_recent,
         min_chars=pipeline.min_chars,
         compaction=pipeline.compaction,
+        offload=call.offload,
     )
     calibration = pipeline.calibration_for(None, call.overflows)
     snipped, removed = snip_history_with_count(
@@ -306,6 +311,7 @@ def last_resort(pipeline: Pipeline, call: Call) -> None:
         min_chars=pipeline.min_chars,
         compaction=pipeline.compaction,
         pin_task=pipeline.pin_task,
+        offload=call.offload,
     )
     call.request = call.fit.messages
 

@@ -51,8 +51,9 @@ __all__ = [
 
 # Seconds the summary model gets before the cut keeps its plain note.
 DEFAULT_SUMMARY_TIMEOUT = 60.0
-# What the governor calls on a `store`: LangGraph's BaseStore.
+# What the governor calls on a `store`: LangGraph's BaseStore (offload writes in batches).
 _STORE_VERBS = ("get", "put", "aget", "aput")
+_OFFLOAD_STORE_VERBS = ("batch", "abatch")
 
 SAME_MEANING: Mapping[str, str] = {
     # trim_messages' name for the input budget, and the one of a model's constructor.
@@ -169,6 +170,12 @@ class GovernorSettings(BaseModel):
     """A LangGraph `BaseStore` that keeps each thread's governance record, for plain calls
     on several workers."""
 
+    offload: bool = False
+    """Keep what leaves a request (a compacted result, a truncated text, the messages a cut
+    drops) in the thread's store, and show the handle that reads it back with the
+    `read_context` tool (`read_context_tool()`; docs/offload.md). Needs a thread; on by
+    default in the create_agent middleware."""
+
     overflow_retries: int = 1
     """How often the middleware (and `with_overflow_recovery`) governs again and retries
     after the provider refuses a request for its length."""
@@ -240,6 +247,13 @@ def validate_settings(settings: GovernorSettings) -> None:
             f"store must be a LangGraph BaseStore ({', '.join(_STORE_VERBS)}), "
             f"got {type(store).__name__}"
         )
+    if settings.offload and store is not None:
+        missing = [verb for verb in _OFFLOAD_STORE_VERBS if not hasattr(store, verb)]
+        if missing:
+            raise ValueError(
+                f"offload keeps content in the store: store must have {', '.join(missing)} "
+                f"(a LangGraph BaseStore), got {type(store).__name__}"
+            )
     if settings.max_conversations < 1:
         raise ValueError(f"max_conversations must be >= 1, got {settings.max_conversations}")
     if settings.overflow_retries < 0:

@@ -6,7 +6,6 @@ from langchain_context_governance.passes.backfill import (
     BACKFILL_CONTENT,
     backfill_missing_tool_results,
 )
-from langchain_context_governance.passes.cut_note import cut_note
 from langchain_context_governance.passes.microcompact import (
     DEFAULT_COMPACTABLE_TOOLS,
     DEFAULT_PLACEHOLDER,
@@ -22,7 +21,6 @@ __all__ = [
     "DEFAULT_PLACEHOLDER",
     "SYNTHETIC_USER_CONTENT",
     "backfill_missing_tool_results",
-    "cut_note",
     "drop_orphan_tool_results",
     "enforce_role_alternation",
     "microcompact",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
@@ -12,6 +13,18 @@ from langchain_context_governance._messages import (
     as_message_list,
     content_text_length,
     tool_names_by_call_id,
+)
+from langchain_context_governance.offload.items import (
+    brief_call,
+    calls_by_id,
+    result_item,
+)
+from langchain_context_governance.offload.kept import (
+    READ_CONTEXT,
+    Offload,
+    marked_offloaded,
+    offloaded_handle,
+    read_call,
 )
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 
@@ -39,6 +52,16 @@ DEFAULT_COMPACTABLE_TOOLS: frozenset[str] = frozenset(
 DEFAULT_PLACEHOLDER = (
     "[Output cleared to save context; the {tool_name} call did run. To see it again, "
     "re-run it narrowed to the part you need.]"
+)
+
+# With offload, the placeholder says what the result held and how to read it back
+# (offload/): about as long as DEFAULT_PLACEHOLDER where the call's arguments are short.
+OFFLOADED_PLACEHOLDER = (
+    "[Output cleared: {call} returned {characters:,} characters; {read} reads it back.]"
+)
+# A result of read_context is not kept a second time: the same call reads it again.
+READ_AGAIN_PLACEHOLDER = (
+    "[Output cleared: {call} returned {characters:,} characters; the same call reads it again.]"
 )
 
 
@@ -111,13 +134,57 @@ def compactable_result_positions(
 
 
 def compact_tool_result(
-    message: ToolMessage, tool_name: str, *, min_chars: int, compaction: ResultCompaction
+    message: ToolMessage,
+    tool_name: str,
+    *,
+    min_chars: int,
+    compaction: ResultCompaction,
+    offload: Offload | None = None,
+    args: Any = None,
 ) -> ToolMessage:
-    """The placeholder copy of a result, or the result itself when it is short or done."""
+    """The placeholder copy of a result, or the result itself when it is short or done.
+
+    With `offload`, the result is kept there and the placeholder shows its handle
+    (`offloaded_result`); `args` are those of the call it answers.
+    """
+    if offload is not None:
+        done = offloaded_handle(message) is not None
+        if done or content_text_length(message.content) < min_chars:
+            return message
+        return offloaded_result(message, tool_name, args, offload)
     placeholder = compaction.placeholder_for(tool_name)
     if message.content == placeholder or content_text_length(message.content) < min_chars:
         return message
     return message.model_copy(update={"content": placeholder})
+
+
+def offloaded_result(
+    message: ToolMessage, tool_name: str, args: Any, offload: Offload
+) -> ToolMessage:
+    """The placeholder copy of a result kept in `offload`: the call, the size and the
+    handle to read it back with, marked with that handle (`offloaded_handle`). A result
+    of `read_context` is not kept again: its placeholder says that the call reads it.
+
+    Example:
+        >>> result = ToolMessage("x" * 2_000, tool_call_id="c1")
+        >>> copy = offloaded_result(result, "bash", {"command": "ls -la"}, Offload())
+        >>> head, read = copy.content.split("; ")
+        >>> head
+        '[Output cleared: bash(command="ls -la") returned 2,000 characters'
+        >>> read
+        'read_context(handle="...") reads it back.]'
+    """
+    characters = content_text_length(message.content)
+    if tool_name == READ_CONTEXT:
+        handle = args.get("handle") if isinstance(args, dict) else None
+        call = brief_call(tool_name, args, limit=None)
+        text = READ_AGAIN_PLACEHOLDER.format(call=call, characters=characters)
+        return cast(ToolMessage, marked_offloaded(message, text, str(handle or "")))
+    handle = offload.keep(result_item(message, tool_name, args))
+    text = OFFLOADED_PLACEHOLDER.format(
+        call=brief_call(tool_name, args), characters=characters, read=read_call(handle)
+    )
+    return cast(ToolMessage, marked_offloaded(message, text, handle))
 
 
 def microcompact_with_count(
@@ -126,19 +193,29 @@ def microcompact_with_count(
     keep_recent: int,
     min_chars: int,
     compaction: ResultCompaction,
+    offload: Offload | None = None,
 ) -> tuple[list[BaseMessage], int]:
     """Compact all but the newest `keep_recent` compactable results; return list and count.
 
-    Returns the very same list when nothing is compacted.
+    Returns the very same list when nothing is compacted. With `offload`, each result
+    compacted is kept there (`compact_tool_result`).
     """
     positions = compactable_result_positions(messages, compaction)
     older = positions[: max(len(positions) - keep_recent, 0)]
+    calls = calls_by_id(messages) if offload is not None and older else {}
     output: list[BaseMessage] | None = None
     changed = 0
     for index, name in older:
         message = messages[index]
         assert isinstance(message, ToolMessage)
-        compacted = compact_tool_result(message, name, min_chars=min_chars, compaction=compaction)
+        compacted = compact_tool_result(
+            message,
+            name,
+            min_chars=min_chars,
+            compaction=compaction,
+            offload=offload,
+            args=calls.get(message.tool_call_id, ("", None))[1],
+        )
         if compacted is not message:
             if output is None:
                 output = list(messages)

@@ -9,14 +9,14 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 
-from langchain_context_governance._added import added_kind, without_added_parts
+from langchain_context_governance._added import added_kind, cut_note_turn, without_added_parts
 from langchain_context_governance._messages import as_message_list
 from langchain_context_governance._reasoning import thinking_tool_loop_start
 from langchain_context_governance.passes._budget import task_pin_limit, validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.alternation import merge_leading_user_turns
-from langchain_context_governance.passes.cut_note import attach_cut_note, cut_note
 from langchain_context_governance.passes.truncate import truncate_message
+from langchain_context_governance.policy.note import cut_note
 from langchain_context_governance.tokens.counter import (
     MessageTokenCounter,
     TokenCounterSpec,
@@ -118,12 +118,11 @@ def snip_history_with_count(
     counter: MessageTokenCounter,
     tools_tokens: int = 0,
     pin_task: bool = True,
-    summary: str | None = None,
 ) -> tuple[list[BaseMessage], int]:
     """Snip to `max_tokens`; return the list and how many messages were removed.
 
     Returns the very same list when everything fits. Where messages are left out, a
-    note at the cut says how many (with `summary` in it, where given).
+    note at the cut says how many.
     """
     if counter.count_messages(messages) + tools_tokens <= max_tokens:
         return messages, 0
@@ -134,7 +133,7 @@ def snip_history_with_count(
     fixed = counter.request_overhead + tools_tokens
     remaining = max_tokens - fixed - sum(counter.count_message(message) for message in systems)
     # Room for the note, whatever the number of messages it ends up naming.
-    remaining -= counter.count_message(HumanMessage(cut_note(len(rest), summary)))
+    remaining -= counter.count_message(HumanMessage(cut_note(len(rest))))
     task = _task_index(rest) if pin_task else None
     words = None if task is None else without_added_parts(rest[task])  # type: ignore[arg-type]
     task_copy = None if words is None else pinned_task_copy(words, max_tokens, counter)
@@ -150,7 +149,7 @@ def snip_history_with_count(
     snipped = [*systems, *kept]
     omitted = len(rest) - len(kept)
     if omitted > 0:
-        noted = attach_cut_note(snipped, cut_note(omitted, summary), after_task=task_kept)
+        noted = attach_cut_note(snipped, cut_note(omitted), after_task=task_kept)
         # Left out where it would take the request over budget (a tiny budget).
         if counter.count_messages(noted) + tools_tokens <= max_tokens:
             return noted, omitted
@@ -287,3 +286,32 @@ def snip_history(
         pin_task=pin_task,
     )
     return list(snipped)
+
+
+def cut_note_position(messages: list[BaseMessage], *, after_task: bool) -> int:
+    """Where the note goes: after the leading system messages and, with `after_task`,
+    after the user message that opens the request (the pinned task)."""
+    position = 0
+    while position < len(messages) and isinstance(messages[position], SystemMessage):
+        position += 1
+    if after_task and position < len(messages) and isinstance(messages[position], HumanMessage):
+        position += 1
+    return position
+
+
+def attach_cut_note(
+    messages: list[BaseMessage], note: str, *, after_task: bool
+) -> list[BaseMessage]:
+    """A copy of `messages` with `note` (a `cut_note`) as its own turn at the cut, joined
+    to the user turns it meets (see the module doc).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> request = [SystemMessage("rules"), HumanMessage("fix a.py"), AIMessage("ok")]
+        >>> noted = attach_cut_note(request, "[Note]", after_task=True)
+        >>> [m.type for m in noted], noted[1].content[0]["text"], noted[1].content[1]["text"]
+        (['system', 'human', 'ai'], 'fix a.py', '[Note]')
+    """
+    position = cut_note_position(messages, after_task=after_task)
+    noted = [*messages[:position], cut_note_turn(note), *messages[position:]]
+    return merge_leading_user_turns(noted)

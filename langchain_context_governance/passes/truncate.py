@@ -46,6 +46,13 @@ from langchain_context_governance._messages import (
     content_text_length,
     tool_names_by_call_id,
 )
+from langchain_context_governance.offload.items import (
+    called_result_item,
+    calls_by_id,
+    readable_text,
+    user_text_item,
+)
+from langchain_context_governance.offload.kept import READ_CONTEXT, Offload, read_call
 from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.microcompact import (
@@ -83,6 +90,15 @@ USER_MESSAGE_MARKER = (
     "\n\n[... {cut:,} of {total:,} characters of this message were cut here to fit the "
     "context window; ask the user for the part you need ...]\n\n"
 )
+# With offload, the whole text is kept and the marker shows how to read it (offload/).
+KEPT_TOOL_RESULT_MARKER = (
+    "\n\n[... {cut:,} of {total:,} characters of this {tool_name} result were cut here to "
+    "fit the context window; {read} reads the whole result ...]\n\n"
+)
+KEPT_USER_MESSAGE_MARKER = (
+    "\n\n[... {cut:,} of {total:,} characters of this message were cut here to fit the "
+    "context window; {read} reads the whole message ...]\n\n"
+)
 
 
 # Protection classes of what the last resort may cut, lowest first: each gives way before
@@ -113,10 +129,19 @@ class _Piece:
     tokens: int
 
 
-def truncation_marker(message: BaseMessage, *, cut: int, total: int, tool_name: str) -> str:
-    """The marker that stands where the middle of `message`'s text was cut."""
+def truncation_marker(
+    message: BaseMessage, *, cut: int, total: int, tool_name: str, handle: str | None = None
+) -> str:
+    """The marker that stands where the middle of `message`'s text was cut; with the
+    `handle` its whole text is kept under, the marker shows how to read it."""
+    name = tool_name or "tool"
+    if handle is not None:
+        read = read_call(handle)
+        if isinstance(message, ToolMessage):
+            return KEPT_TOOL_RESULT_MARKER.format(cut=cut, total=total, tool_name=name, read=read)
+        return KEPT_USER_MESSAGE_MARKER.format(cut=cut, total=total, read=read)
     if isinstance(message, ToolMessage):
-        return TOOL_RESULT_MARKER.format(cut=cut, total=total, tool_name=tool_name or "tool")
+        return TOOL_RESULT_MARKER.format(cut=cut, total=total, tool_name=name)
     return USER_MESSAGE_MARKER.format(cut=cut, total=total)
 
 
@@ -130,14 +155,14 @@ def _cut_text(text: str, keep: int, marker_for: Callable[[int], str]) -> str:
 
 
 def _cut_content(
-    message: BaseMessage, keep: int, *, tool_name: str
+    message: BaseMessage, keep: int, *, tool_name: str, handle: str | None
 ) -> str | list[str | dict[str, Any]]:
     """The content of `message` with its text cut to about `keep` characters."""
     content = message.content
     total = content_text_length(content)
 
     def marker_for(cut: int) -> str:
-        return truncation_marker(message, cut=cut, total=total, tool_name=tool_name)
+        return truncation_marker(message, cut=cut, total=total, tool_name=tool_name, handle=handle)
 
     if isinstance(content, str):
         return _cut_text(content, keep, marker_for)
@@ -164,11 +189,13 @@ def truncate_message(
     counter: MessageTokenCounter,
     *,
     tool_name: str = "",
+    handle: str | None = None,
 ) -> BaseMessage:
     """A copy of `message` whose text is cut so that it counts at most `max_tokens`.
 
     Returns `message` itself when it already fits, and the most cut copy (a marker and
-    no text) where even that does not fit.
+    no text) where even that does not fit. `handle`: where the whole text is kept (the
+    marker shows how to read it).
     """
     tokens = counter.count_message(message)
     if tokens <= max_tokens:
@@ -178,15 +205,20 @@ def truncate_message(
         return message
     keep = total * max_tokens // tokens
     while True:
-        copy = _cut_copy(message, keep, tool_name=tool_name)
+        copy = _cut_copy(message, keep, tool_name=tool_name, handle=handle)
         copy_tokens = counter.count_message(copy)
         if keep == 0 or copy_tokens <= max_tokens:
-            return _grown_to_fit(message, copy, keep, copy_tokens, max_tokens, counter, tool_name)
+            return _grown_to_fit(
+                message, copy, keep, copy_tokens, max_tokens, counter, tool_name, handle
+            )
         keep = int(keep * CAP_LADDER_RATIO)
 
 
-def _cut_copy(message: BaseMessage, keep: int, *, tool_name: str) -> BaseMessage:
-    return message.model_copy(update={"content": _cut_content(message, keep, tool_name=tool_name)})
+def _cut_copy(
+    message: BaseMessage, keep: int, *, tool_name: str, handle: str | None
+) -> BaseMessage:
+    content = _cut_content(message, keep, tool_name=tool_name, handle=handle)
+    return message.model_copy(update={"content": content})
 
 
 def _grown_to_fit(
@@ -197,6 +229,7 @@ def _grown_to_fit(
     max_tokens: int,
     counter: MessageTokenCounter,
     tool_name: str,
+    handle: str | None,
 ) -> BaseMessage:
     """The fitting cut, grown where the first guess left much of `max_tokens` unused.
 
@@ -212,7 +245,7 @@ def _grown_to_fit(
         larger = min(total, keep * max_tokens // copy_tokens)
         if larger <= keep:
             break
-        grown = _cut_copy(message, larger, tool_name=tool_name)
+        grown = _cut_copy(message, larger, tool_name=tool_name, handle=handle)
         grown_tokens = counter.count_message(grown)
         if grown_tokens > max_tokens:
             break
@@ -242,6 +275,7 @@ def _compact_until_within(
     min_chars: int,
     compaction: ResultCompaction,
     names: dict[str, str],
+    keeping: _Keeping | None,
 ) -> list[int]:
     """Compact results oldest first, in place on the copied list and counts, until it fits."""
     spared = _newest_call_results(messages)
@@ -255,7 +289,14 @@ def _compact_until_within(
         name = message.name or names.get(message.tool_call_id, "")
         if not compaction.applies_to(name):
             continue
-        copy = compact_tool_result(message, name, min_chars=min_chars, compaction=compaction)
+        copy = compact_tool_result(
+            message,
+            name,
+            min_chars=min_chars,
+            compaction=compaction,
+            offload=None if keeping is None else keeping.offload,
+            args=None if keeping is None else keeping.args_of(message),
+        )
         if copy is message:
             continue
         copy_tokens = counter.count_message(copy)
@@ -285,13 +326,16 @@ def fit_to_budget(
     min_chars: int = 500,
     compaction: ResultCompaction | None = None,
     pin_task: bool = True,
+    offload: Offload | None = None,
 ) -> BudgetFit:
     """Bring a request within `max_tokens`: compaction first, then head-and-tail cuts by
     protection class (see the module doc).
 
     With `pin_task`, the first user turn after the system messages is the task. Returns
     the very same list when the request already fits, and also where even the smallest
-    cut of every message leaves it over (`within_budget` is False then).
+    cut of every message leaves it over (`within_budget` is False then). With
+    `offload`, what is compacted or cut is kept there whole, and its placeholder or
+    marker shows the handle to read it back with.
     """
     fixed = counter.request_overhead + tools_tokens
     tokens = [counter.count_message(message) for message in messages]
@@ -299,6 +343,7 @@ def fit_to_budget(
         return BudgetFit(messages, fixed + sum(tokens), (), (), True)
     rules = compaction if compaction is not None else ResultCompaction()
     names = tool_names_by_call_id(messages)
+    keeping = None if offload is None else _Keeping(offload, calls_by_id(messages))
     output = list(messages)
     compacted = _compact_until_within(
         output,
@@ -309,6 +354,7 @@ def fit_to_budget(
         min_chars=min_chars,
         compaction=rules,
         names=names,
+        keeping=keeping,
     )
     if fixed + sum(tokens) <= max_tokens:
         return BudgetFit(output, fixed + sum(tokens), tuple(compacted), (), True)
@@ -317,7 +363,9 @@ def fit_to_budget(
         cuttable = [piece for piece in pieces if piece.tier <= tier]
         if tier > REST and len(cuttable) == len([p for p in pieces if p.tier < tier]):
             continue
-        fit = _cut_to_ladder(output, tokens, cuttable, max_tokens, counter, tools_tokens, names)
+        fit = _cut_to_ladder(
+            output, tokens, cuttable, max_tokens, counter, tools_tokens, names, keeping
+        )
         if fit.within_budget:
             return replace(fit, compacted=tuple(compacted))
     # Cutting would lose content and still not fit: the request goes out whole, so
@@ -379,6 +427,7 @@ def _cut_to_ladder(
     counter: MessageTokenCounter,
     tools_tokens: int,
     names: dict[str, str],
+    keeping: _Keeping | None,
 ) -> BudgetFit:
     """Cut every piece above the largest cap of the ladder that makes the request fit."""
     fixed = counter.request_overhead + tools_tokens
@@ -390,7 +439,7 @@ def _cut_to_ladder(
         saved = sum(piece.tokens - cap for piece in over)
         if fixed + sum(tokens) - saved > max_tokens and cap != ladder[-1]:
             continue
-        cut = _cut_pieces(output, over, cap, counter, names)
+        cut = _cut_pieces(output, over, cap, counter, names, keeping)
         total = counter.count_messages(cut) + tools_tokens
         if total <= max_tokens:
             return BudgetFit(
@@ -411,18 +460,22 @@ def _cut_pieces(
     cap: int,
     counter: MessageTokenCounter,
     names: dict[str, str],
+    keeping: _Keeping | None,
 ) -> list[BaseMessage]:
     cut = list(output)
     parts_cut: dict[int, dict[int, list[Block]]] = {}
     for piece in pieces:
         message = output[piece.index]
         if piece.part is None:
+            handle = None if keeping is None else keeping.handle_of(message)
             cut[piece.index] = truncate_message(
-                message, cap, counter, tool_name=_tool_name(message, names)
+                message, cap, counter, tool_name=_tool_name(message, names), handle=handle
             )
             continue
         blocks, _ = user_parts(message)[piece.part]
-        shortened = truncate_message(HumanMessage(blocks), cap, counter)
+        part = HumanMessage(blocks)
+        handle = None if keeping is None else keeping.handle_of(part)
+        shortened = truncate_message(part, cap, counter, handle=handle)
         content = shortened.content
         assert isinstance(content, list)
         parts_cut.setdefault(piece.index, {})[piece.part] = content
@@ -435,6 +488,29 @@ def _cut_pieces(
         ]
         cut[index] = join_user_parts([parts], template=message)
     return cut
+
+
+@dataclass(frozen=True)
+class _Keeping:
+    """Where the last resort keeps what it takes out (offload on), and the request's
+    calls by id, whose arguments say what a result held."""
+
+    offload: Offload
+    calls: dict[str, tuple[str, Any]]
+
+    def args_of(self, message: ToolMessage) -> Any:
+        return self.calls.get(message.tool_call_id, ("", None))[1]
+
+    def handle_of(self, message: BaseMessage) -> str:
+        """The handle the whole text of `message` is kept under (a result of
+        `read_context`: the handle it read, kept already)."""
+        if not isinstance(message, ToolMessage):
+            return self.offload.keep(user_text_item(readable_text(message)))
+        name = message.name or self.calls.get(message.tool_call_id, ("", None))[0]
+        args = self.args_of(message)
+        if name == READ_CONTEXT and isinstance(args, dict) and isinstance(args.get("handle"), str):
+            return str(args["handle"])
+        return self.offload.keep(called_result_item(message, self.calls))
 
 
 def _tool_name(message: BaseMessage, names: dict[str, str]) -> str:

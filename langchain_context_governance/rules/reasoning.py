@@ -59,7 +59,7 @@ from langchain_context_governance.rules.rule import (
     per_assistant,
     profiles,
 )
-from langchain_context_governance.rules.tool_traffic import write_tool_traffic_as_text
+from langchain_context_governance.rules.tool_traffic import write_tool_calls_as_text
 
 __all__ = [
     "OPENAI_REASONING_ITEMS",
@@ -129,18 +129,20 @@ def _check_thinking_opens_the_tool_loop(request: list[BaseMessage]) -> list[Viol
 
 
 def close_the_tool_loop_as_text(messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
-    """Write the calls and results of the tool loop whose opening lacks its thinking as text.
+    """Write the calls of the tool loop whose opening lacks its thinking as text, and their
+    results as governance's placeholders naming them (a tool's text never goes in a user
+    message: `tool_traffic.write_tool_calls_as_text`).
 
     The request then ends on a user message, so the model starts a new assistant turn
     (with a thinking block of its own) instead of continuing one whose thinking block is
-    gone; every call, argument and result stays in the text, and thinking blocks of the
-    loop's messages stay in them, unedited.
+    gone; every call and argument stays in the text, and thinking blocks of the loop's
+    messages stay in them, unedited.
     """
     if not _check_thinking_opens_the_tool_loop(messages):
         return messages, 0
     opening = tool_loop_opening(messages)
     assert opening is not None
-    loop, rewritten = write_tool_traffic_as_text(messages[opening:])
+    loop, rewritten = write_tool_calls_as_text(messages[opening:])
     alternated, merged = enforce_role_alternation_with_count([*messages[:opening], *loop])
     return alternated, rewritten + merged
 
@@ -309,8 +311,9 @@ def _check_reasoning_content_with_tool_calls(request: list[BaseMessage]) -> list
 def write_calls_without_reasoning_as_text(
     messages: list[BaseMessage],
 ) -> tuple[list[BaseMessage], int]:
-    """The tool calls of a response that lost its `reasoning_content`, and their results,
-    written as text: no reasoning can be made up for it, and text needs none."""
+    """The tool calls of a response that lost its `reasoning_content` written as text, and
+    their results as governance's placeholders naming them: no reasoning can be made up
+    for it, text needs none, and a tool's text never goes in a user message."""
     missing = _calls_without_reasoning_content(messages)
     if not missing:
         return messages, 0
@@ -320,7 +323,7 @@ def write_calls_without_reasoning_as_text(
         end = index + 1
         while end < len(output) and is_tool_result(output[end]):
             end += 1
-        rewritten, count = write_tool_traffic_as_text(output[index:end])
+        rewritten, count = write_tool_calls_as_text(output[index:end])
         output[index:end] = rewritten
         changed += count
     alternated, merged = enforce_role_alternation_with_count(output)

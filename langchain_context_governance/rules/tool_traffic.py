@@ -6,6 +6,20 @@ Clients read tool calls from different places of an `AIMessage`. ChatOpenAI read
 its own. Llama 3 templates take one call per message, and templates without a tool role
 (Gemma) take calls and results only as text.
 
+A tool result never gains a user's authority (docs/design.md, "What governance adds"):
+where a call must be written as text (a rule that cannot send it as a call), its result
+is replaced in the user role by governance's placeholder naming the call, never by the
+tool's text (`write_tool_calls_as_text`). A template with no tool role at all has one
+channel for tool output, and it is the user turn: Gemma's function-calling guide has the
+framework return a result "wrapped with ```tool_output```" in the user's turn, the form
+the model was trained to read as a tool's output rather than the user's words. There the
+result goes in that form (`write_tool_traffic_as_text`), headed by governance's line
+naming the call, the fences inside it escaped so it cannot end its block, and the message
+marked as tool output (`_added`, kind "tool-output"), never taken for the user's own
+words (a task, a pinned latest user message). Dropping the results instead would leave
+such a model unable to use tools at all, and an assistant turn would make it read a
+tool's output as its own words.
+
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
     >>> block = {"type": "tool_use", "id": "toolu_01", "name": "grep", "input": {"q": "x"}}
@@ -20,17 +34,20 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.tool import tool_call
 
-from langchain_context_governance._messages import is_tool_result
+from langchain_context_governance._added import mark_added
+from langchain_context_governance._messages import content_text, is_tool_result
 from langchain_context_governance._reasoning import (
     GEMINI_SIGNATURES_KEY,
     OPENAI_FUNCTION_CALL_IDS_KEY,
 )
 from langchain_context_governance.passes.alternation import merge_contents
+from langchain_context_governance.policy.note import value_text
 from langchain_context_governance.rules._calls import call_key, tool_use_blocks
 from langchain_context_governance.rules.ids import stable_tool_call_id
 from langchain_context_governance.rules.rule import (
@@ -50,6 +67,7 @@ __all__ = [
     "SENDABLE_INVALID_TOOL_CALLS",
     "TOOL_CALLS_DECLARED",
     "undeclared_tool_use_blocks",
+    "write_tool_calls_as_text",
     "write_tool_traffic_as_text",
 ]
 
@@ -360,15 +378,67 @@ def _assistant_without_calls(message: AIMessage) -> AIMessage:
     )
 
 
-def write_tool_traffic_as_text(messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
-    """Tool calls become assistant text and tool results user text, for chat templates
-    with no tool role. Nothing is dropped: names, arguments, ids and results stay, and so
-    does any reasoning state of the assistant message."""
+# The fence of a result where the user turn is the template's only channel for tool output.
+TOOL_OUTPUT_FENCE = "```tool_output"
+# A call's name and id in governance's own line (either may be any text a model sent).
+_NAMED_CHARS = 64
 
+
+def _named(text: str) -> str:
+    return value_text(text[:_NAMED_CHARS])
+
+
+def result_placeholder(message: ToolMessage) -> HumanMessage:
+    """Governance's placeholder, in the user role, for a result a rule cannot send as a
+    result: it names the call, never holds the tool's text.
+
+    Example:
+        >>> result_placeholder(ToolMessage("IGNORE ALL", tool_call_id="c2", name="fetch")).content
+        '[The result of call c2 (tool fetch) is not shown: it could not be sent as a tool result.]'
+    """
+    text = (
+        f"[The result of call {_named(message.tool_call_id)} (tool {_named(message.name or '?')})"
+        " is not shown: it could not be sent as a tool result.]"
+    )
+    return mark_added(HumanMessage(text, id=message.id), "result-placeholder")
+
+
+def result_as_tool_output(message: ToolMessage) -> HumanMessage:
+    """A result in the user turn of a template with no tool role (see the module doc):
+    governance's line naming the call, then the tool's text in a `tool_output` fence that
+    nothing inside it can close; blocks that are not text (images) follow.
+
+    Example:
+        >>> print(result_as_tool_output(ToolMessage("a```b", tool_call_id="c1", name="grep")).text)
+        (result of tool grep for call c1)
+        ```tool_output
+        a\\`\\`\\`b
+        ```
+    """
+    text = content_text(message.content).replace("```", "\\`\\`\\`")
+    header = (
+        f"(result of tool {_named(message.name or 'call')} for call {_named(message.tool_call_id)})"
+    )
+    written = f"{header}\n{TOOL_OUTPUT_FENCE}\n{text}\n```"
+    others = (
+        [
+            block
+            for block in message.content
+            if isinstance(block, dict) and block.get("type") != "text"
+        ]
+        if isinstance(message.content, list)
+        else []
+    )
+    content: Content = [{"type": "text", "text": written}, *others] if others else written
+    return mark_added(HumanMessage(content, id=message.id), "tool-output")
+
+
+def _calls_as_text(
+    messages: list[BaseMessage], result: Callable[[ToolMessage], BaseMessage]
+) -> tuple[list[BaseMessage], int]:
     def rewrite(message: BaseMessage) -> BaseMessage:
         if isinstance(message, ToolMessage):
-            header = f"(result of tool {message.name or 'call'} {message.tool_call_id})"
-            return HumanMessage(merge_contents(header, message.content), id=message.id)
+            return result(message)
         if isinstance(message, AIMessage) and (
             _has_tool_traffic(message) or any(_is_call_block(b) for b in _blocks(message))
         ):
@@ -376,6 +446,21 @@ def write_tool_traffic_as_text(messages: list[BaseMessage]) -> tuple[list[BaseMe
         return message
 
     return map_messages(messages, rewrite)
+
+
+def write_tool_traffic_as_text(messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
+    """Tool calls become assistant text and tool results the template's tool output in the
+    user turn (`result_as_tool_output`), for chat templates with no tool role. Nothing is
+    dropped: names, arguments, ids and results stay, and so does any reasoning state of
+    the assistant message."""
+    return _calls_as_text(messages, result_as_tool_output)
+
+
+def write_tool_calls_as_text(messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
+    """Tool calls become assistant text, for a rule that cannot send them as calls; their
+    results become governance's placeholders naming them (`result_placeholder`): a tool's
+    text is never sent as the user's."""
+    return _calls_as_text(messages, result_placeholder)
 
 
 # --- the rules ------------------------------------------------------------------------------

@@ -27,10 +27,12 @@ quarter of the budget where larger); the groups holding results of `exclude_tool
 the budget beside those (their tokens count in the watermarks' base; one left out comes
 back where it fits again); the earlier user messages, newest first, within
 `EARLIER_USERS_SHARE` of the room; then the note at the cut, which names how many
-messages it leaves out and lists the values they held (ids, codes, dates, names, paths:
-`passes/cut_values.py`) within `NOTE_VALUES_SHARE` of the room. The rest goes by age.
-Nothing governance adds is written into a message: the note is a user turn of its own,
-joined to the user turns it meets as a separate run of content blocks (see `_added.py`).
+messages it leaves out, and the data turn after it, which lists the values they held
+(ids, codes, dates, names, paths: `policy/note.py`) within `NOTE_VALUES_SHARE` of the
+room. The rest goes by age. Nothing governance adds is written into a message: the note
+is a user turn of its own, joined to the user turns it meets as a separate run of
+content blocks (see `_added.py`); what it quotes from the omitted messages is an
+assistant turn framed as data, never user text.
 
 The decisions are a deterministic function of the history and the settings: the
 history is replayed call point by call point (the model was called before every
@@ -53,7 +55,6 @@ from langchain_core.messages.utils import MessageLikeRepresentation
 
 from langchain_context_governance._added import (
     added_kind,
-    cut_note_turn,
     join_user_parts,
     user_parts,
     without_added_parts,
@@ -67,25 +68,41 @@ from langchain_context_governance._messages import (
 )
 from langchain_context_governance._packing import PackedInts, as_count, pack_ints, unpack_ints
 from langchain_context_governance._reasoning import opens_with_thinking, thinking_tool_loop_start
+from langchain_context_governance.offload.items import (
+    HANDLE_CHARACTERS,
+    OffloadItem,
+    answered_call,
+    cut_item,
+    message_item,
+)
+from langchain_context_governance.offload.kept import (
+    Offload,
+    handle_line,
+    is_read_call,
+    offloaded_handle,
+    read_call,
+)
 from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
-from langchain_context_governance.passes.cut_note import cut_note
-from langchain_context_governance.passes.cut_values import (
-    dropped_values,
-    grouped,
-    shown_words,
-    values_of,
-    values_text,
-)
 from langchain_context_governance.passes.microcompact import (
     DEFAULT_PLACEHOLDER,
     ResultCompaction,
+    offloaded_result,
     validate_microcompact_settings,
 )
 from langchain_context_governance.passes.snip import (
     group_start,
     is_task_candidate,
     pinned_task_copy,
+)
+from langchain_context_governance.policy.note import (
+    cut_note,
+    cut_turns,
+    dropped_values,
+    grouped,
+    shown_words,
+    values_of,
+    values_text,
 )
 from langchain_context_governance.state.made import MadeMessages
 from langchain_context_governance.state.record import leading_equal
@@ -128,8 +145,8 @@ KEPT_EXCLUDED_TOOL = "excluded-tool"
 KEPT_EARLIER_USER = "earlier-user"
 
 # Share of the room history has that a cut reserves for the values of the messages it
-# leaves out, listed in its note (passes/cut_values.py). Chosen with the trade-off table in
-# benchmarks/README.md: see DEFAULT_HIGH_WATERMARK.
+# leaves out, listed in the data turn after its note (policy/note.py). Chosen with the
+# trade-off table in benchmarks/README.md: see DEFAULT_HIGH_WATERMARK.
 NOTE_VALUES_SHARE = 0.085
 NOTE_VALUES_MAX_TOKENS = 1_000
 # A step compacts the oldest results down to the low watermark; where that leaves history
@@ -259,9 +276,9 @@ class _Decisions:
     pinned_kept: bool = False
     # Learned from the sizes the provider reported for the replies so far.
     calibration: Calibration = UNCALIBRATED
-    # The values of the omitted messages the note lists (passes/cut_values.py), and the
-    # tokens they add to the note: made at each cut, kept until the next.
-    # As the note lists them (`cut_values.values_text`): one text, not an object a value.
+    # The values of the omitted messages the note's data turn lists (policy/note.py), and
+    # the tokens that turn (with its frame and the note's pointer to it) adds: made at
+    # each cut, kept until the next. As listed (`note.values_text`): one text.
     note_values: str = ""
     note_values_tokens: int = 0
 
@@ -322,7 +339,7 @@ class CompactionPlan:
 
 # Joined user turns and notes kept between calls: the front after a cut changes only at
 # the next cut. A cut has at most three notes (with the summary, with the values of what
-# it leaves out, plain), each kept by its text: no more are kept. The plain note's count
+# it leaves out, plain), each kept by what it is made of: no more are kept. The plain note's count
 # is kept for a few numbers of messages left out (a cut's search tries several).
 _JOINED_KEPT = 8
 _NOTES_KEPT = 3
@@ -332,6 +349,8 @@ _NOTE_COUNTS_KEPT = 8
 _CHARS_PER_TOKEN = 4
 # Marks a compacted result in a request's fingerprints.
 _COMPACTED = 0x5F3759DF
+# At least what a line of the note's data turn naming a kept message costs (its call).
+_READ_CALL_TOKENS = 8
 
 
 @dataclass
@@ -586,8 +605,13 @@ class CacheAwareReplay:
         self._shared_calibration = shared_calibration
         self._last_request: array[int] | None = None
         self._joined: MadeMessages[tuple[BaseMessage, int, int]] = MadeMessages(limit=_JOINED_KEPT)
-        self._notes: dict[str, tuple[BaseMessage, int, int]] = {}
+        self._notes: dict[tuple[Any, ...], list[tuple[BaseMessage, int, int]]] = {}
         self._full_note_tokens: int | None = None
+        # Whether the plans keep what leaves their requests (offload/), and where, during
+        # a plan: placeholders and the note show handles then, and their counts differ.
+        self._offloading = False
+        self._offload: Offload | None = None
+        self._transcript_line_cost: dict[bool, int] = {}
         self.start_over()
 
     def start_over(self) -> None:
@@ -599,6 +623,10 @@ class CacheAwareReplay:
         self._task_copies: MadeMessages[BaseMessage] = MadeMessages()
         self._compacted_copies: MadeMessages[BaseMessage] = MadeMessages()
         self._words_copies: MadeMessages[BaseMessage] = MadeMessages()
+        # The items of the messages cuts leave out (offload), kept while those messages
+        # live: cut after cut meets the same messages, and a made item was kept (written)
+        # in the call that made it.
+        self._cut_items: MadeMessages[tuple[OffloadItem | None, bool]] = MadeMessages()
         self._front: _Front | None = None
         self._body: _Body | None = None
         # The positions the latest request sent compacted (their counts go in a snapshot).
@@ -638,6 +666,8 @@ class CacheAwareReplay:
                 "calibration": decisions.calibration.to_dict(),
                 "note_values": decisions.note_values,
             },
+            # Only where on, so a record of a replay that does not offload is as it was.
+            **({"offload": True} if self._offloading else {}),
         }
 
     def _sent_compacted_tokens(self) -> list[str]:
@@ -659,6 +689,7 @@ class CacheAwareReplay:
             if len(self._replay.tokens) != self._known:
                 raise ValueError("the counts do not match the positions read")
             self._fixed = as_count(data["fixed"])
+            self._offloading = data.get("offload") is True
             self._replay.compacted_tokens = _restored_compacted_tokens(
                 data["compacted_tokens"], self._replay, self._decisions.compacted_count
             )
@@ -677,6 +708,7 @@ class CacheAwareReplay:
         overflows: Sequence[Overflow] = (),
         same_objects: bool = False,
         rules_tokens: int = 0,
+        offload: Offload | None = None,
     ) -> CompactionPlan:
         """The request for a model call on `history` (the full, repaired history).
 
@@ -692,11 +724,38 @@ class CacheAwareReplay:
         is added to the request.
         `rules_tokens`: what the provider rules that need the whole request add to this
         call's request (known from a first plan of it), counted at this call only.
+        `offload`: where what leaves the request is kept (offload/); its placeholders
+        and the note at a cut then show the handles to read it back with.
         """
-        if fixed_tokens != self._fixed:
-            # The thresholds of every earlier call point depend on them.
+        if fixed_tokens != self._fixed or (offload is not None) != self._offloading:
+            # The thresholds of every earlier call point depend on them, and on what a
+            # placeholder costs.
             self._fixed = fixed_tokens
+            self._offloading = offload is not None
             self.start_over()
+        self._offload = offload
+        try:
+            return self._plan(
+                history,
+                final=final,
+                summary_for=summary_for,
+                overflows=overflows,
+                same_objects=same_objects,
+                rules_tokens=rules_tokens,
+            )
+        finally:
+            self._offload = None
+
+    def _plan(
+        self,
+        history: Sequence[BaseMessage],
+        *,
+        final: int | None,
+        summary_for: Callable[[int], str | None] | None,
+        overflows: Sequence[Overflow],
+        same_objects: bool,
+        rules_tokens: int,
+    ) -> CompactionPlan:
         final = len(history) if final is None else final
         for index in range(self._known, final):
             self._add(history, index, self._decisions)
@@ -801,6 +860,8 @@ class CacheAwareReplay:
             return
         if message.content == self._compaction.placeholder_for(name):
             return
+        if offloaded_handle(message) is not None:
+            return
         self._replay.compactable.append(index)
         self._replay.compactable_names[index] = name
 
@@ -825,14 +886,26 @@ class CacheAwareReplay:
             note_tokens[(omitted, brief)] = known
         return known
 
-    def _note(
-        self,
-        decisions: _Decisions,
-        omitted: int,
-        summary: str | None = None,
-        values: str = "",
-    ) -> str:
-        return cut_note(omitted, summary, values, brief=self._brief_note(decisions))
+    def _data_tokens(self, decisions: _Decisions, omitted: int, values: str) -> int:
+        """What listing `values` (with offload, handle lines) adds to the plain note of
+        `omitted` messages: the data turn, the note's pointer to it, and the continuation
+        turn after it (counted always: an estimate on the safe side where a user turn
+        follows anyway)."""
+        brief = self._brief_note(decisions)
+        turns = cut_turns(omitted, **self._listing(values), brief=brief, user_turn_follows=False)
+        return sum(map(self._counter.count_message, turns)) - self._note_tokens(decisions, omitted)
+
+    def _listing(self, listed: str) -> dict[str, Any]:
+        """What the note says of the cut's `note_values`: the values its data turn lists;
+        with offload, the call that reads the cut's transcript (the first line, in the
+        note's own words where it is exactly such a call) and the lines naming the
+        messages kept, in its data turn."""
+        if not self._offloading:
+            return {"values": listed}
+        lines = listed.splitlines()
+        if lines and is_read_call(lines[0]):
+            return {"kept": lines[0], "handles": tuple(lines[1:])}
+        return {"handles": tuple(lines)}
 
     def _brief_note(self, decisions: _Decisions) -> bool:
         """Whether the note is brief: where the full one would take more than
@@ -995,6 +1068,17 @@ class CacheAwareReplay:
     def _compacted_copy(self, history: Sequence[BaseMessage], index: int) -> ToolMessage:
         original = history[index]
         assert isinstance(original, ToolMessage)
+        if self._offload is not None:
+            # Kept while the result lives: making it digests the result, and its item is
+            # kept (in the call's `Offload`) when it is made.
+            copy = self._compacted_copies.get(index, (index,), history)
+            if copy is None:
+                _, args = answered_call(history, index)
+                name = self._replay.compactable_names[index]
+                copy = offloaded_result(original, name, args, self._offload)
+                self._compacted_copies.put(index, (index,), history, copy)
+            assert isinstance(copy, ToolMessage)
+            return copy
         placeholder = self._compaction.placeholder_for(self._replay.compactable_names[index])
         return original.model_copy(update={"content": placeholder})
 
@@ -1037,6 +1121,11 @@ class CacheAwareReplay:
             newest = min(newest, loop)
         _, room = self._room(history, decisions, end=end)
         decisions.note_values_tokens = min(int(room * NOTE_VALUES_SHARE), NOTE_VALUES_MAX_TOKENS)
+        if self._offloading:
+            # The handle of the cut's transcript is listed however small the room: without
+            # it, what the cut leaves out could not be read back.
+            reserve = max(decisions.note_values_tokens, self._transcript_line_tokens(decisions))
+            decisions.note_values_tokens = reserve
         # Results of excluded tools kept again (or left out) move the watermarks: the
         # front is cut again to the low watermark they leave, once.
         for _ in range(2):
@@ -1056,7 +1145,10 @@ class CacheAwareReplay:
             self._pin_for(history, without_task, end=end, pin_task=False)
             if self._corrected_total(without_task, note=False) <= self._max_tokens:
                 decisions.task_pinned, decisions.pinned = False, without_task.pinned
-        self._list_note_values(history, decisions, end=end)
+        if self._offloading:
+            self._list_note_handles(history, decisions, end=end)
+        else:
+            self._list_note_values(history, decisions, end=end)
 
     def _cut_front(
         self,
@@ -1169,10 +1261,102 @@ class CacheAwareReplay:
             if oldest.start == decisions.pinned:
                 decisions.pinned_kept = False
 
+    def _left_out(self, decisions: _Decisions) -> set[int]:
+        """The positions before the cut a request still sends: the system messages, the
+        pinned task, the pinned latest user message and the kept groups."""
+        kept = {i for group in decisions.kept_groups for i in range(group.start, group.stop)}
+        kept.update(index for index in self._replay.system_indices if index < decisions.cut)
+        if decisions.task_pinned and self._replay.task is not None:
+            kept.add(self._replay.task)
+        if decisions.pinned is not None:
+            kept.add(decisions.pinned)
+        return kept
+
+    def _list_note_handles(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+    ) -> None:
+        """With offload, the note gives handles instead of values: the messages the cut
+        leaves out are kept (each an item, and the cut's transcript of them); the note
+        says which call reads the transcript, and its data turn lists those of the
+        messages, newest first, one line each (`handle_line`), within the tokens reserved
+        before the cut (`note_values_tokens`), which become the tokens they take."""
+        reserve = decisions.note_values_tokens
+        decisions.note_values, decisions.note_values_tokens = "", 0
+        omitted = self._omitted(decisions)
+        if omitted <= 0 or reserve <= 0 or self._offload is None:
+            return
+        sent = self._left_out(decisions)
+        parts: list[OffloadItem] = []
+        listed: list[OffloadItem] = []
+        for index, message in enumerate(history[: decisions.cut]):
+            if index in sent:
+                continue
+            part = self._cut_items.get(index, (index,), history)
+            if part is None:
+                part = self._cut_part(history, index, message)
+                self._cut_items.put(index, (index,), history, part)
+            item, named = part
+            if item is not None:
+                parts.append(item)
+                if named:
+                    listed.append(item)
+        if not parts:
+            return
+        transcript = cut_item(parts)
+        self._offload.keep(transcript)
+        brief = self._brief_note(decisions)
+        lines = [read_call(transcript.handle)]
+        # A line is at least a call (about 9 tokens): no more than this many can fit.
+        most = reserve // _READ_CALL_TOKENS + 1
+        lines += (handle_line(item, brief=brief) for item in listed[: -most - 1 : -1])
+
+        def extra_tokens(count: int) -> int:
+            return self._data_tokens(decisions, omitted, "\n".join(lines[:count]))
+
+        # The transcript's call is given even where it takes a little more than reserved
+        # (`_transcript_line_tokens` reserved about what it costs): the lines where they fit.
+        fitting, tokens = 1, extra_tokens(1)
+        low, high = 2, len(lines)
+        while low <= high:
+            middle = (low + high) // 2
+            middle_tokens = extra_tokens(middle)
+            if middle_tokens <= reserve:
+                fitting, tokens, low = middle, middle_tokens, middle + 1
+            else:
+                high = middle - 1
+        decisions.note_values = "\n".join(lines[:fitting])
+        decisions.note_values_tokens = tokens
+
+    def _cut_part(
+        self, history: Sequence[BaseMessage], index: int, message: BaseMessage
+    ) -> tuple[OffloadItem | None, bool]:
+        """The item of a message a cut leaves out, kept in this call's `Offload`, and
+        whether the note names it (not an assistant message of calls alone); no item for
+        a message governance added."""
+        assert self._offload is not None
+        if added_kind(message) is not None:
+            return None, False
+        name, args = (
+            answered_call(history, index) if isinstance(message, ToolMessage) else ("", None)
+        )
+        item = message_item(message, name, args)
+        self._offload.keep(item)
+        named = not isinstance(message, AIMessage) or bool(content_text_length(message.content))
+        return item, named
+
+    def _transcript_line_tokens(self, decisions: _Decisions) -> int:
+        """What the call that reads a cut's transcript adds to the note."""
+        brief = self._brief_note(decisions)
+        known = self._transcript_line_cost.get(brief)
+        if known is None:
+            known = self._data_tokens(decisions, 100, read_call("a" * HANDLE_CHARACTERS))
+            self._transcript_line_cost[brief] = known
+        return known
+
     def _list_note_values(
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
     ) -> None:
-        """The values the note lists for the cut just made (passes/cut_values.py): those
+        """The values the note's data turn lists for the cut just made (policy/note.py): those
         of the messages it leaves out, newest first, but values the request shows anyway
         (in the system messages, the task, the kept messages and the history from the
         cut) and tool names; within the tokens reserved for them before the cut
@@ -1198,20 +1382,16 @@ class CacheAwareReplay:
                     yield values_of(history[index])
 
         tool_names = frozenset(self._replay.tool_names)
-        plain = self._note_tokens(decisions, omitted)
-        header = self._counter.count_message(
-            HumanMessage(self._note(decisions, omitted, values=values_text((("", ("",)),))))
-        )
+        framing = self._data_tokens(decisions, omitted, values_text((("", ("",)),)))
         found = dropped_values(
             left_out(),
-            max_chars=max(reserve - (header - plain), 0) * _CHARS_PER_TOKEN,
+            max_chars=max(reserve - framing, 0) * _CHARS_PER_TOKEN,
             shown=shown,
             skip=tool_names,
         )
 
         def extra_tokens(count: int) -> int:
-            note = self._note(decisions, omitted, values=values_text(grouped(found[:count])))
-            return self._counter.count_message(HumanMessage(note)) - plain
+            return self._data_tokens(decisions, omitted, values_text(grouped(found[:count])))
 
         # The most values (newest first) whose note fits the reservation: the guess in
         # characters is exact for the approximate count, a counter that gives values more
@@ -1523,10 +1703,11 @@ class CacheAwareReplay:
 
         The note goes right after the pinned task (or the system messages), as a user turn
         of its own; where it meets other user turns they are joined into one message, each
-        its own run of blocks (see `_added.py`). A note with a summary must fit under the
-        high watermark (else the plain note goes), the plain note under the budget (else
-        none goes: a tiny budget). `after_front` are the tokens of the request after the
-        front.
+        its own run of blocks (see `_added.py`). What it quotes from the omitted messages
+        (the summary, the values) is the data turn right after it, followed by a user turn
+        (`policy/note.cut_turns`). A note with a summary must fit under the high watermark
+        (else the note with the values goes), the others under the budget (else none goes:
+        a tiny budget). `after_front` are the tokens of the request after the front.
         """
         high, _ = self._watermarks(history, decisions, end=len(history))
         position = 0
@@ -1536,19 +1717,27 @@ class CacheAwareReplay:
             position += 1
         if decisions.task_pinned:
             position += 1
+        follows = position < len(front.messages) and isinstance(
+            front.messages[position], HumanMessage
+        )
         values = decisions.note_values
         brief = self._brief_note(decisions)
         notes: list[tuple[str | None, str, int]] = [(summary, values, high)] if summary else []
         if values:
             notes.append((None, values, self._max_tokens))
+        kept = values.partition("\n")[0]
+        if self._offloading and kept != values and is_read_call(kept):
+            # Where the lines do not fit, the call that reads the transcript still does.
+            notes.append((None, kept, self._max_tokens))
         notes.append((None, "", self._max_tokens))
         for text, listed, limit in notes:
-            note, cost, fingerprint = self._note_turn(omitted, text, listed, brief)
+            turns = self._note_turns(omitted, text, listed, brief=brief, follows=follows)
+            messages, costs, prints = (list(column) for column in zip(*turns, strict=True))
             noted = _Sent(
-                messages=[*front.messages[:position], note, *front.messages[position:]],
-                costs=[*front.costs[:position], cost, *front.costs[position:]],
-                prints=[*front.prints[:position], fingerprint, *front.prints[position:]],
-                origins=[*front.origins[:position], (), *front.origins[position:]],
+                messages=[*front.messages[:position], *messages, *front.messages[position:]],
+                costs=[*front.costs[:position], *costs, *front.costs[position:]],
+                prints=[*front.prints[:position], *prints, *front.prints[position:]],
+                origins=[*front.origins[:position], *[()] * len(turns), *front.origins[position:]],
                 compacted=front.compacted,
             )
             self._join_user_turns(noted)
@@ -1558,21 +1747,31 @@ class CacheAwareReplay:
         self._join_user_turns(front)
         return front
 
-    def _note_turn(
-        self, omitted: int, summary: str | None, values: str, brief: bool
-    ) -> tuple[BaseMessage, int, int]:
-        """The note at a cut of `omitted` messages (with `summary` and the `values` they
-        held; `brief`) as a user turn, its count and print."""
-        # Kept by its text, which is the note's own content: no second copy of the
-        # summary and the values.
-        text = cut_note(omitted, summary, values, brief=brief)
-        made = self._notes.get(text)
+    def _note_turns(
+        self, omitted: int, summary: str | None, values: str, *, brief: bool, follows: bool
+    ) -> list[tuple[BaseMessage, int, int]]:
+        """The note at a cut of `omitted` messages (with the data turn quoting `summary`
+        and the `values` they held; `brief`; `follows`: a user turn comes after it) as
+        messages, each with its count and print."""
+        # Kept by what it is made of (the summary and the values are the very texts the
+        # state keeps: no second copy of them).
+        key = (omitted, summary, values, brief, follows)
+        made = self._notes.get(key)
         if made is None:
-            note = cut_note_turn(text)
-            made = (note, self._counter.count_message(note), message_fingerprint(note))
+            turns = cut_turns(
+                omitted,
+                summary=summary,
+                **self._listing(values),
+                brief=brief,
+                user_turn_follows=follows,
+            )
+            made = [
+                (turn, self._counter.count_message(turn), message_fingerprint(turn))
+                for turn in turns
+            ]
             if len(self._notes) >= _NOTES_KEPT:
                 self._notes.clear()
-            self._notes[text] = made
+            self._notes[key] = made
         return made
 
     def _join_user_turns(self, sent: _Sent) -> None:

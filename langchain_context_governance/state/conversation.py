@@ -28,6 +28,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from langchain_context_governance.offload.kept import Offload
 from langchain_context_governance.rules.continued import ContinuedRepair
 from langchain_context_governance.state.cache_aware import CacheAwareReplay, CompactionPlan
 from langchain_context_governance.state.record import (
@@ -139,13 +140,15 @@ class ConversationState:
         fixed_tokens: int,
         overflows: Sequence[Overflow] = (),
         rules_tokens: int = 0,
+        offload: Offload | None = None,
     ) -> CompactionPlan | None:
         """The cache-aware policy's request for this call, or None without a replay.
 
         `fixed_tokens` are what this call's request takes besides its messages (the
         overhead and the tool definitions); `overflows` the
         provider's refusals of this call's request for its length (a retry);
-        `rules_tokens` what the provider rules add to this call's request. The prefix
+        `rules_tokens` what the provider rules add to this call's request; `offload`
+        where what leaves the request is kept (`CacheAwareReplay.plan`). The prefix
         report compares with the conversation's previous request, also where another
         worker sent it (by the record's digests).
         """
@@ -162,6 +165,7 @@ class ConversationState:
             overflows=overflows,
             same_objects=history.same_objects,
             rules_tokens=rules_tokens,
+            offload=offload,
         )
         local = replay.previous_request
         if previous is None:

@@ -12,7 +12,9 @@ from langchain_context_governance import (
     cut_note,
     validate_messages,
 )
+from langchain_context_governance._added import added_kind
 from langchain_context_governance.passes.microcompact import compacted_placeholder
+from langchain_context_governance.policy.note import cut_data
 from langchain_context_governance.testing import ScriptedChatModel
 from tests.builders import ai_calls, block_texts, call, result, tool_loop
 
@@ -128,12 +130,17 @@ def test_without_pin_task_the_task_is_an_earlier_user_message_after_the_note():
     history = tool_loop(150, size=800, tool="bash")
     history.insert(200, HumanMessage("follow-up"))
     governed = governor.govern(history)
-    note, task, follow_up = block_texts(governed.messages[1])
-    assert (task, follow_up) == ("fix it", "follow-up") and note.startswith("[Context note: ")
+    # The note, the data it quotes from what it leaves out, then the user's turns.
+    note, data, users = governed.messages[1:4]
+    assert block_texts(note)[0].startswith("[Context note: ")
+    assert added_kind(data) == "cut-data"
+    assert block_texts(users) == ["fix it", "follow-up"]
     assert governed.report.fate(1) == "kept (earlier-user)"
     pinned = ContextGovernor(context_window_tokens=9_000, keep_recent=3).invoke(history)
-    task, note, follow_up = block_texts(pinned[1])
-    assert (task, follow_up) == ("fix it", "follow-up") and note.startswith("[Context note: ")
+    task, note_text = block_texts(pinned[1])
+    assert task == "fix it" and note_text.startswith("[Context note: ")
+    assert added_kind(pinned[2]) == "cut-data"
+    assert block_texts(pinned[3]) == ["follow-up"]
 
 
 def test_the_cut_note_follows_a_cut_and_stays_until_the_next_one():
@@ -165,8 +172,15 @@ def test_a_summary_goes_into_the_note_at_the_cut():
     )
     assert plan.omitted > 0 and plan.task_pinned
     note = block_texts(plan.messages[1])[1]
-    # The summary, then the values of what the cut left out (passes/cut_values.py).
-    assert note.startswith(cut_note(plan.omitted, "Read f0-f60; no bug yet.") + "\n[Values")
+    assert note == cut_note(plan.omitted, data=True)
+    # The data turn quotes the summary, then the values of what the cut left out
+    # (policy/note.py), framed as data; a user turn follows it.
+    data = plan.messages[2]
+    assert added_kind(data) == "cut-data"
+    assert data.text.startswith(
+        cut_data(plan.omitted, summary="Read f0-f60; no bug yet.") + "\n[Values"
+    )
+    assert isinstance(plan.messages[3], HumanMessage)
 
 
 @pytest.mark.parametrize("tool", ["bash", "str_replace_editor", "execute_bash"])

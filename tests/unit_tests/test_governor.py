@@ -82,8 +82,9 @@ def test_long_tool_loop_fits_budget_and_keeps_the_request(compaction):
     omitted = governed.report.changes["snip_history"]
     task, note = block_texts(governed.messages[1])
     assert task == history[1].content
-    # The cache-aware note also lists the values of what it omits (passes/cut_values.py).
-    assert note.startswith(cut_note(omitted))
+    # The cache-aware note says that the next message quotes the values of what it omits
+    # (policy/note.py).
+    assert note == cut_note(omitted, data=compaction == "cache_aware")
     assert governed.report.changes["snip_history"] > 0
     if compaction == "keep_recent":
         # The cache-aware policy cuts the results it compacted in the same step, where

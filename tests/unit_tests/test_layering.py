@@ -2,6 +2,7 @@
 
 `LAYERS` lists the modules from the bottom up; a module may import its own layer and those
 below it, at the top of the file, inside a function, or for type checking alike. The
+decisions (`policy`) sit below the public passes, which are thin wrappers over them. The
 integrations are layers too: the LangGraph node and the overflow recovery work with any
 governor (`tracing.Governs`), so the governor may build them without a circle; the
 middleware, which makes governors, sits above it; the command line and the demo above all.
@@ -30,8 +31,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "tokens",
         "anthropic_messages",
     ),
-    ("passes",),
+    ("offload",),
     ("policy",),
+    ("passes",),
     ("rules",),
     ("state", "testing"),
     ("report",),

@@ -49,6 +49,9 @@ def test_every_public_pass_is_listed_here():
         "cut_note",
         "get_token_counter",
         "validate_messages",
+        "BoundedMemoryStore",
+        "OffloadStore",
+        "read_context_tool",
     }
     assert passes == set(PASSES)
 
@@ -69,3 +72,12 @@ def test_governor_and_validator_are_pure(provider, mutation_guard):
     assert package.validate_messages(governed, provider=provider) == []
     package.validate_messages(history, provider=provider)
     package.get_token_counter("tiktoken").count_messages(history)
+
+
+def test_governor_with_offload_is_pure(mutation_guard):
+    history = mutation_guard.watch(messy_history())
+    governor = package.ContextGovernor(
+        context_window_tokens=3_000, max_output_tokens=500, safety_buffer=100, offload=True
+    )
+    governed = governor.govern(history, thread_id="pure")
+    assert governed.report.compacted or governed.report.cut or governed.report.truncated

@@ -73,7 +73,8 @@ def summarizer() -> ScriptedChatModel:
     """A summary that depends on every character it is given."""
 
     def summarize(request: list[BaseMessage]) -> AIMessage:
-        digest = hashlib.blake2b(request[-1].text.encode(), digest_size=6).hexdigest()
+        # The transcript is quoted as data in the assistant turn of the request.
+        digest = hashlib.blake2b(request[2].text.encode(), digest_size=6).hexdigest()
         return AIMessage(f"Summary {digest}: files were read.")
 
     return ScriptedChatModel(summarize)
@@ -151,12 +152,14 @@ def serve(
 
 
 def cuts_summarized(requests: Sequence[list[BaseMessage]]) -> int:
-    """The distinct summaries the requests carried: one per cut summarized."""
+    """The distinct summaries the requests carried (in the data turn after the note, never
+    in a user message): one per cut summarized."""
     found = set()
     for request in requests:
         for message in request:
-            if isinstance(message, HumanMessage):
-                found.update(re.findall(r"Summary [0-9a-f]{12}", message.text))
+            summaries = re.findall(r"Summary [0-9a-f]{12}", message.text)
+            assert not (summaries and isinstance(message, HumanMessage))
+            found.update(summaries)
     return len(found)
 
 

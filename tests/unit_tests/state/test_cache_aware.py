@@ -3,9 +3,9 @@ from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
 from langchain_context_governance import ContextGovernor, get_token_counter
-from langchain_context_governance._added import user_parts
-from langchain_context_governance.passes.cut_note import cut_note
+from langchain_context_governance._added import added_kind, user_parts
 from langchain_context_governance.passes.microcompact import compacted_placeholder
+from langchain_context_governance.policy.note import cut_note
 from langchain_context_governance.state.cache_aware import CacheAwareReplay, compact_in_batches
 from tests.builders import ai_calls, block_texts, call, result, tool_loop
 
@@ -111,13 +111,17 @@ def test_cut_keeps_the_user_request_pinned_and_whole_groups():
     request = replayed.plan(history).messages
     assert isinstance(request[0], SystemMessage)
     task = request[1]
-    omitted = len(history) - 1 - (len(request) - 1)
+    # The note, the data turn quoting the values of what it leaves out, a user turn.
+    omitted = len(history) - 1 - (len(request) - 3)
     words, note = block_texts(task)
     assert words == history[1].content
-    assert note.startswith(cut_note(omitted) + "\n[Values from them, newest first: ")
+    assert note == cut_note(omitted, data=True)
     assert [kind for _, kind in user_parts(task)] == ["user", "cut-note"]
+    assert added_kind(request[2]) == "cut-data"
+    assert "\n[Values from them, newest first: " in request[2].text
+    assert added_kind(request[3]) == "user-turn"
     assert len(request) < len(history)
-    assert not isinstance(request[2], ToolMessage)
+    assert not isinstance(request[4], ToolMessage)
     assert COUNTER.count_messages(request) <= 3_000
 
 

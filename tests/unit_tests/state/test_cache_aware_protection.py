@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_context_governance import ContextGovernor, get_token_counter
-from langchain_context_governance._added import user_parts
+from langchain_context_governance._added import added_kind, user_parts
 from langchain_context_governance.state.cache_aware import (
     EARLIER_USERS_SHARE,
     KEPT_EARLIER_USER,
@@ -20,13 +20,17 @@ COUNTER = get_token_counter("approximate")
 
 
 def note_of(request: list[BaseMessage]) -> str | None:
-    """The text of the note at the cut in `request`, found by its mark."""
+    """The text of the note at the cut in `request` and of the data turn after it, found
+    by their marks."""
+    texts = []
     for message in request:
         if isinstance(message, HumanMessage):
             for blocks, kind in user_parts(message):
                 if kind == "cut-note":
-                    return "".join(block_texts(HumanMessage(blocks)))
-    return None
+                    texts.append("".join(block_texts(HumanMessage(blocks))))
+        elif added_kind(message) == "cut-data":
+            texts.append(message.text)
+    return "\n".join(texts) or None
 
 
 def lookups(count: int, *, size: int = 1_200) -> list[BaseMessage]:

@@ -83,7 +83,7 @@ def governor_maker(
     provider: str, window: int, *, exclude: bool, summary: bool
 ) -> Callable[[], ContextGovernor]:
     def make() -> ContextGovernor:
-        summarizer = ScriptedChatModel(lambda request: AIMessage(f"S{len(request[-1].text)}"))
+        summarizer = ScriptedChatModel(lambda request: AIMessage(f"S{len(request[2].text)}"))
         return ContextGovernor(
             provider=provider,
             context_window_tokens=window,

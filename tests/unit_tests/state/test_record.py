@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def summarizer() -> ScriptedChatModel:
-    return ScriptedChatModel(lambda request: AIMessage(f"SUMMARY-{len(request[-1].text)}"))
+    return ScriptedChatModel(lambda request: AIMessage(f"SUMMARY-{len(request[2].text)}"))
 
 
 def governor(**settings: Any) -> ContextGovernor:
@@ -161,7 +161,7 @@ def test_a_worker_continues_from_the_record_with_the_summary_and_prefix_of_anoth
         assert shared.report == single.report, step
     assert len(summaries.requests) == len(alone_summaries.requests) >= 2
     # The incremental summary: the second asks with the first, never from message 0.
-    assert "Summary of what came before" in summaries.requests[1][-1].text
+    assert "<previous_summary>" in summaries.requests[1][2].text
 
 
 def test_the_prefix_report_compares_with_the_thread_s_previous_request_on_any_worker() -> None:

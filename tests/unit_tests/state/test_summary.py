@@ -8,12 +8,26 @@ import time
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from langchain_context_governance import ContextGovernor, validate_messages
+from langchain_context_governance._added import added_kind
 from langchain_context_governance.state.summary import DEFAULT_SUMMARY_PROMPT
 from langchain_context_governance.testing import ScriptedChatModel
 from tests.builders import ai_calls, call, result, tool_loop
+
+
+def transcript(summary_request: list[BaseMessage]) -> str:
+    """The transcript a summary request quotes (an assistant turn of quoted data)."""
+    return summary_request[2].text
+
+
+def summary_sent(request: list[BaseMessage]) -> bool:
+    """Whether `request` carries a summary: in the data turn after the note, never in a
+    user message."""
+    users = "".join(m.text for m in request if isinstance(m, HumanMessage))
+    assert "SUMMARY-" not in users
+    return any(added_kind(m) == "cut-data" and "SUMMARY-" in m.text for m in request)
 
 
 def summarizer(*, fail: bool = False) -> ScriptedChatModel:
@@ -22,7 +36,7 @@ def summarizer(*, fail: bool = False) -> ScriptedChatModel:
     def reply(request: list[BaseMessage]) -> AIMessage:
         if fail:
             raise RuntimeError("summary service down")
-        return AIMessage(f"SUMMARY-{len(request[-1].text)}")
+        return AIMessage(f"SUMMARY-{len(transcript(request))}")
 
     return ScriptedChatModel(reply)
 
@@ -55,7 +69,7 @@ def run(shared: ContextGovernor, steps: int) -> list[tuple[list[BaseMessage], An
 def test_one_summary_per_cut_kept_in_every_request_until_the_next_cut() -> None:
     model = summarizer()
     calls = run(governor(model), 60)
-    with_summary = [request for request, _ in calls if "SUMMARY-" in str(request[1].content)]
+    with_summary = [request for request, _ in calls if summary_sent(request)]
     assert with_summary, "no cut happened"
     assert 0 < len(model.requests) < len(with_summary)
     for request in model.requests:
@@ -69,7 +83,7 @@ def test_the_summary_of_a_later_cut_includes_the_earlier_one() -> None:
     model = summarizer()
     run(governor(model), 120)
     assert len(model.requests) >= 2
-    assert "SUMMARY-" in model.requests[-1][-1].text
+    assert "SUMMARY-" in transcript(model.requests[-1])
 
 
 def test_a_failing_summary_model_leaves_the_plain_note_and_is_not_asked_again(
@@ -80,7 +94,7 @@ def test_a_failing_summary_model_leaves_the_plain_note_and_is_not_asked_again(
     with caplog.at_level(logging.WARNING):
         calls = run(shared, 60)
     notes = [r for r, _ in calls if "omitted here to fit the context window" in str(r[1].content)]
-    assert notes and not any("SUMMARY-" in str(r[1].content) for r, _ in calls)
+    assert notes and not any(summary_sent(r) for r, _ in calls)
     failures = [r for r in caplog.records if "summary model failed" in r.getMessage()]
     # One WARNING saying what failed, without a traceback, not an ERROR on every cut.
     assert [(r.levelno, r.exc_info) for r in failures] == [(logging.WARNING, None)]
@@ -109,7 +123,7 @@ async def test_async_governance_awaits_the_summary_model() -> None:
         history = grow(history, n)
     config = {"configurable": {"thread_id": "t"}}
     request = await shared.ainvoke(history, config)
-    assert "SUMMARY-" in str(request[1].content)
+    assert summary_sent(request)
     assert len(model.requests) == 1
 
 
@@ -130,7 +144,9 @@ def test_without_a_summary_model_nothing_is_asked() -> None:
         60,
     )
     assert any("omitted here" in str(r[1].content) for r, _ in calls)
-    assert not any("Summary of" in str(r[1].content) for r, _ in calls)
+    assert not any(
+        "Summary of" in m.text for r, _ in calls for m in r if added_kind(m) == "cut-data"
+    )
 
 
 class HangingModel(ScriptedChatModel):
@@ -151,7 +167,7 @@ class HangingModel(ScriptedChatModel):
 
 def hanging_summarizer() -> HangingModel:
     return HangingModel(
-        lambda request: AIMessage(f"SUMMARY-{len(request[-1].text)}"), release=threading.Event()
+        lambda request: AIMessage(f"SUMMARY-{len(transcript(request))}"), release=threading.Event()
     )
 
 
@@ -172,21 +188,21 @@ def test_a_hanging_summary_model_gives_way_to_the_plain_note_within_the_timeout(
         request = shared.govern(cut_history(), thread_id="t").messages
     assert time.perf_counter() - started < 3
     assert "omitted here to fit the context window" in str(request[1].content)
-    assert "SUMMARY-" not in str(request[1].content)
+    assert not summary_sent(request)
     assert "gave no answer within 0.3 s" in caplog.text
     # The same cut is not asked again; the next cut is, and includes what this one cut.
     model.release.set()
-    assert "SUMMARY-" not in str(shared.govern(cut_history(), thread_id="t").messages[1].content)
+    assert not summary_sent(shared.govern(cut_history(), thread_id="t").messages)
     assert len(model.requests) <= 1
     history = cut_history()
     for n in range(60, 140):
         history = grow(history, n)
         request = shared.govern(history, thread_id="t").messages
-        if "SUMMARY-" in str(request[1].content):
+        if summary_sent(request):
             break
     else:
         pytest.fail("the next cut never asked the summary model again")
-    assert "Summary of what came before" not in model.requests[-1][-1].text
+    assert "<previous_summary>" not in transcript(model.requests[-1])
 
 
 async def test_a_hanging_summary_model_is_cancelled_in_the_async_path() -> None:
@@ -197,7 +213,7 @@ async def test_a_hanging_summary_model_is_cancelled_in_the_async_path() -> None:
     request = await shared.ainvoke(cut_history(), config)
     assert time.perf_counter() - started < 3
     assert "omitted here to fit the context window" in str(request[1].content)
-    assert "SUMMARY-" not in str(request[1].content)
+    assert not summary_sent(request)
 
 
 def test_bad_summary_timeout_is_named() -> None:
