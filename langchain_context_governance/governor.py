@@ -23,6 +23,7 @@ from langchain_context_governance._messages import (
     messages_to_govern,
     readable_contents,
 )
+from langchain_context_governance._reasoning import carries_bound_reasoning
 from langchain_context_governance._settings import reject_unknown_settings
 from langchain_context_governance.errors import ContextBudgetExceeded
 from langchain_context_governance.model_settings import (
@@ -58,6 +59,7 @@ from langchain_context_governance.rules.continued import ContinuedRepair
 from langchain_context_governance.rules.profile import Profile, resolve_profile
 from langchain_context_governance.rules.templates import render_chat_template
 from langchain_context_governance.rules.validate import PROVIDERS
+from langchain_context_governance.state.binding import leave_out_stale_reasoning
 from langchain_context_governance.state.cache_aware import (
     DEFAULT_HIGH_WATERMARK,
     DEFAULT_KEEP_RECENT,
@@ -173,6 +175,9 @@ class GovernanceReport:
     calibration_factor: float = 1.0
     # The provider profile the request was repaired for (see `ContextGovernor.profile`).
     profile: str = ""
+    # Input indices of the messages sent without their bound reasoning (thinking blocks,
+    # reasoning items): an edit changed the prefix it was made after (docs/reasoning.md).
+    reasoning_dropped: tuple[int, ...] = ()
 
     @property
     def corrected_tokens_after(self) -> int:
@@ -235,6 +240,8 @@ class _PipelineResult:
     before_last_resort: list[BaseMessage]
     fit: BudgetFit | None
     summary_job: SummaryJob | None
+    # Input indices of the messages whose bound reasoning was left out.
+    reasoning_dropped: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -771,12 +778,28 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             state.start_over()
             governed, changes = self._run_minimal_repair(original)
             run = None
+        dropped: tuple[int, ...] = ()
+        if run is None and self._profile.bindings:
+            # What the minimal repair changed (or added) is before everything after it.
+            governed, positions = leave_out_stale_reasoning(
+                governed, original, position_of=lambda index: index, still_bound=bool
+            )
+            dropped = tuple(positions)
         calibration = self._calibration_for(run.plan if run is not None else None, overflows)
         report = self._report(
-            original, governed, changes, run, fixed_tokens=fixed_tokens, calibration=calibration
+            original,
+            governed,
+            changes,
+            run,
+            fixed_tokens=fixed_tokens,
+            calibration=calibration,
+            dropped=dropped,
         )
         logger.debug("context governance report: %s", report)
         job = run.summary_job if run is not None else None
+        if job is None and report.reasoning_dropped and not state.reasoning_warned:
+            state.reasoning_warned = True
+            _warn_reasoning_dropped(report)
         fit = run.fit if run is not None else None
         if job is None and fit is not None and fit.current_turn_truncated and fit.within_budget:
             self._warn_truncated_once(state, report, len(original))
@@ -918,10 +941,60 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             request = fit.messages
             changes[MICROCOMPACT] = changes.get(MICROCOMPACT, 0) + len(fit.compacted)
             changes[TRUNCATE] = len(fit.truncated)
+        request, dropped = self._leave_out_stale_reasoning(request, plan, history, messages)
         job = None if plan is None else self._summary_job(state, history, plan)
         return _PipelineResult(
-            request, changes, history, read.raw_tokens, plan, before_last_resort, fit, job
+            request, changes, history, read.raw_tokens, plan, before_last_resort, fit, job, dropped
         )
+
+    def _leave_out_stale_reasoning(
+        self,
+        request: list[BaseMessage],
+        plan: CompactionPlan | None,
+        history: RepairedHistory,
+        given: list[BaseMessage],
+    ) -> tuple[list[BaseMessage], tuple[int, ...]]:
+        """Step 6: on a profile whose provider binds reasoning to its prefix, leave the bound
+        reasoning out of every message whose prefix changed since its call (state/binding.py):
+        by the decisions of the cache-aware replay, else wherever the request differs from
+        the repaired history before it; and wherever steps 3 to 5 changed the request.
+        Returns the request and the indices of those messages among the `given` ones."""
+        if not self._profile.bindings:
+            return request, ()
+        if plan is not None and plan.origins:
+            origins, left_out = plan.origins, plan.reasoning_left_out
+            planned = plan.messages
+
+            def position_of(index: int) -> int | None:
+                made_from = origins[index]
+                return made_from[0] if len(made_from) == 1 else None
+
+            def still_bound(position: int) -> bool:
+                return not left_out.covers(position)
+        else:
+            repaired = history.to_list()
+            planned = repaired if plan is None else plan.messages
+            unchanged = next(
+                (i for i, (a, b) in enumerate(zip(planned, repaired, strict=False)) if a is not b),
+                min(len(planned), len(repaired)),
+            )
+
+            def position_of(index: int) -> int | None:
+                return index if index < unchanged else None
+
+            def still_bound(position: int) -> bool:
+                return True
+
+        request, positions = leave_out_stale_reasoning(
+            request, planned, position_of=position_of, still_bound=still_bound
+        )
+        indices = {
+            index
+            for position in positions
+            for index in _covered(history, position, len(given))
+            if carries_bound_reasoning(given[index])
+        }
+        return request, tuple(sorted(indices))
 
     def _user_turn_and_rules(
         self,
@@ -1057,6 +1130,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         *,
         fixed_tokens: int,
         calibration: Calibration,
+        dropped: tuple[int, ...] = (),
     ) -> GovernanceReport:
         """The report: token figures from what this call measured where it did, and which
         messages (by input index) were compacted, cut, truncated or kept by protection."""
@@ -1084,6 +1158,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             unchanged_prefix_tokens=plan.unchanged_prefix_tokens if plan else None,
             calibration_factor=calibration.factor,
             profile=self._profile.name,
+            reasoning_dropped=run.reasoning_dropped if run is not None else dropped,
             **details,
         )
 
@@ -1346,6 +1421,19 @@ def _warn_current_turn_truncated(report: GovernanceReport) -> None:
         "and a tail around a marker (messages %s).",
         report.budget or 0,
         ", ".join(str(index) for index in report.truncated) or "?",
+    )
+
+
+def _warn_reasoning_dropped(report: GovernanceReport) -> None:
+    """Reasoning left out is never silent: one WARNING per conversation."""
+    logger.warning(
+        "context governance: the reasoning (thinking blocks, reasoning items) of messages %s "
+        "was left out of the request: compaction, a cut, the note or a repair changed what "
+        "came before it, and the provider binds reasoning to the exact prefix it was made "
+        "after (Anthropic answers 400, OpenAI drops it). The model loses that earlier "
+        "reasoning and may redo it (more output tokens); what it reasons from now on stays "
+        "valid. See docs/reasoning.md.",
+        ", ".join(map(str, report.reasoning_dropped)),
     )
 
 

@@ -41,6 +41,7 @@ from langchain_context_governance.rules.ids import (
     UNIQUE_TOOL_CALL_IDS,
     give_reused_call_ids_fresh_ids,
 )
+from langchain_context_governance.rules.reasoning import PrefixBinding, prefix_bindings
 from langchain_context_governance.rules.rule import (
     ALTERNATION_PASS_NAME,
     PASS_NAME,
@@ -85,6 +86,11 @@ class Profile:
     @functools.cached_property
     def _bridges(self) -> tuple[Callable[[BaseMessage, BaseMessage], list[BaseMessage]], ...]:
         return tuple(rule.between for rule in self.rules if rule.between is not None)
+
+    @functools.cached_property
+    def bindings(self) -> tuple[PrefixBinding, ...]:
+        """The provider's bindings of reasoning to its prefix (rules/reasoning.py)."""
+        return prefix_bindings(self.provider)
 
     @functools.cached_property
     def unique_call_ids(self) -> bool:

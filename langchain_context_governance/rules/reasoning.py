@@ -40,6 +40,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -47,7 +48,9 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_context_governance._messages import is_tool_result
 from langchain_context_governance._reasoning import (
     GEMINI_SIGNATURES_KEY,
+    SIGNED_THINKING_TYPES,
     opens_with_thinking,
+    reasoning_left_out,
     signed_thinking_blocks,
     tool_loop_opening,
 )
@@ -62,11 +65,16 @@ from langchain_context_governance.rules.rule import (
 from langchain_context_governance.rules.tool_traffic import write_tool_traffic_as_text
 
 __all__ = [
+    "ANTHROPIC_THINKING_BOUND_TO_ITS_PREFIX",
+    "OPENAI_REASONING_BOUND_TO_ITS_PREFIX",
     "OPENAI_REASONING_ITEMS",
+    "PREFIX_BINDINGS",
     "REASONING_CONTENT_WITH_TOOL_CALLS",
     "SIGNED_THINKING_BLOCKS",
     "THINKING_OPENS_THE_TOOL_LOOP",
     "THOUGHT_SIGNATURES_WITH_THEIR_CALLS",
+    "PrefixBinding",
+    "prefix_bindings",
 ]
 
 _REASONING_CONTENT = "reasoning_content"
@@ -111,6 +119,10 @@ def drop_unsigned_thinking_blocks(messages: list[BaseMessage]) -> tuple[list[Bas
 def _check_thinking_opens_the_tool_loop(request: list[BaseMessage]) -> list[Violation]:
     opening = tool_loop_opening(request)
     if opening is None or opens_with_thinking(request[opening]):
+        return []
+    if reasoning_left_out(request[opening]):
+        # Left out on purpose: its prefix changed (see the bindings below). Only adaptive
+        # thinking binds to its prefix, and it needs no thinking block to open a turn.
         return []
     # Thinking is on for this turn where a message of the loop carries a thinking block
     # (interleaved thinking); the opening then lost its own, or something was put in front.
@@ -445,3 +457,94 @@ THINKING_OPENS_THE_TOOL_LOOP = Rule(
     repair=close_the_tool_loop_as_text,
     profiles=profiles("anthropic", "strict"),
 )
+
+
+# --- reasoning bound to its prefix ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrefixBinding:
+    """A provider's binding of reasoning to the prefix it was made after.
+
+    Unlike a `Rule`, it cannot be checked on a request alone: whether a block is still
+    behind its prefix depends on what was sent when it was made. The governor keeps track
+    of that (state/binding.py) and leaves such blocks out where it changed their prefix;
+    `check_against_history` checks a request against the history it was made from.
+    `outcome` says what the provider does with a block whose prefix changed.
+    """
+
+    name: str
+    code: str
+    block_types: frozenset[str]
+    models: str
+    outcome: str
+    prevents: str
+    source: str
+    profiles: frozenset[str]
+
+
+ANTHROPIC_THINKING_BOUND_TO_ITS_PREFIX = PrefixBinding(
+    name="thinking-bound-to-its-prefix",
+    code="thinking-prefix-changed",
+    block_types=SIGNED_THINKING_TYPES,
+    models=(
+        "Claude models with preserved thinking that run the prefix check: Claude Fable 5.1 "
+        "and later, Claude Opus 5.5, Claude Sonnet 5.5 (Claude Mythos 5.1 records the "
+        "binding but does not check it). All of them think adaptively."
+    ),
+    outcome=(
+        "A 400 by default where the check is enforced (accounts created from 2026-08-31, "
+        "or any request setting thinking.block_binding.prefix_mismatch_behavior); with "
+        '"drop_block" the API drops the block and every later thinking block instead.'
+    ),
+    prevents=(
+        'Anthropic: "messages.N.content.0: Invalid `signature` in `thinking` block. The '
+        "block is bound to a different conversation. Remove the block, or set "
+        '`thinking.block_binding.prefix_mismatch_behavior` to "drop_block"." The prefix is '
+        "the top-level system prompt, the tools and every message before the block; "
+        "cache_control markers are not compared; only a leading run of earlier thinking "
+        "blocks may be left out."
+    ),
+    source=(
+        "platform.claude.com/docs/en/build-with-claude/preserved-thinking (and its pages "
+        "prefix-checks, fix-bound-to-a-different-conversation); build-with-claude/thinking "
+        "('Only in the conversation that produced it'); docs.aws.amazon.com/bedrock/latest/"
+        "userguide/claude-messages-thinking-block-binding.html."
+    ),
+    profiles=profiles("anthropic", "strict"),
+)
+
+OPENAI_REASONING_BOUND_TO_ITS_PREFIX = PrefixBinding(
+    name="reasoning-items-bound-to-their-prefix",
+    code="reasoning-prefix-changed",
+    block_types=frozenset({"reasoning"}),
+    models="OpenAI's newer frontier reasoning models (Responses API).",
+    outcome=(
+        "No error: the API drops the reasoning item (reported in input_transformations as "
+        "prefix_mismatch); the model may redo that reasoning (more tokens, cost, latency)."
+    ),
+    prevents=(
+        'OpenAI: "Starting with newer frontier models, the API will drop reasoning items '
+        'that follow a prefix change as part of our safeguards."'
+    ),
+    source="developers.openai.com/api/docs/guides/keep-prefix-unchanged",
+    profiles=profiles("openai", "strict"),
+)
+
+PREFIX_BINDINGS: tuple[PrefixBinding, ...] = (
+    ANTHROPIC_THINKING_BOUND_TO_ITS_PREFIX,
+    OPENAI_REASONING_BOUND_TO_ITS_PREFIX,
+)
+"""Every provider's binding of reasoning to its prefix."""
+
+
+def prefix_bindings(provider: str) -> tuple[PrefixBinding, ...]:
+    """The bindings of profile `provider`.
+
+    Example:
+        >>> [binding.code for binding in prefix_bindings("anthropic")]
+        ['thinking-prefix-changed']
+        >>> prefix_bindings("mistral")
+        ()
+    """
+    return tuple(binding for binding in PREFIX_BINDINGS if provider in binding.profiles)

@@ -87,6 +87,7 @@ from langchain_context_governance.passes.snip import (
     is_task_candidate,
     pinned_task_copy,
 )
+from langchain_context_governance.state.binding import LeftOut
 from langchain_context_governance.state.made import MadeMessages
 from langchain_context_governance.state.record import leading_equal
 from langchain_context_governance.tokens.calibration import (
@@ -118,6 +119,9 @@ DEFAULT_LOW_WATERMARK = 0.3
 # cuts are rarer: hit ratio 94.3% against 93.4% on the real runs, 96.0% against 94.0% on
 # the loop's worst seed, and cost 0.58x against 0.61x ClearToolUsesEdit (low watermark 0.2).
 DEFAULT_KEEP_RECENT = 3
+
+# The note a cut's request sends (`CacheAwareReplay._note_variant`).
+_NOTE_SUMMARY, _NOTE_VALUES, _NOTE_PLAIN, _NOTE_NONE = range(4)
 
 # Protection classes named in the report: why a message before the cut was still sent.
 KEPT_SYSTEM = "system"
@@ -264,6 +268,12 @@ class _Decisions:
     # As the note lists them (`cut_values.values_text`): one text, not an object a value.
     note_values: str = ""
     note_values_tokens: int = 0
+    # The history positions whose bound reasoning lost the prefix it was made after
+    # (state/binding.py), by the edits of the call points so far.
+    left_out: LeftOut = field(default_factory=LeftOut)
+    # Which note the request of the latest call point sent (`_NOTE_*`): a note that changes
+    # changes the front, and so the prefix of every message after it.
+    note_variant: int = _NOTE_NONE
 
     def keep(self, group: _KeptGroup) -> None:
         self.kept_groups = (*self.kept_groups, group)
@@ -284,7 +294,7 @@ class _Decisions:
 _PLAIN_DECISIONS = tuple(
     item.name
     for item in fields(_Decisions)
-    if item.name not in ("kept_groups", "calibration", "note_values")
+    if item.name not in ("kept_groups", "calibration", "note_values", "left_out")
 )
 
 
@@ -318,6 +328,9 @@ class CompactionPlan:
     calibration: Calibration = UNCALIBRATED
     # A fingerprint of each message of the request (equal fingerprints, equal messages).
     fingerprints: array[int] | None = None
+    # The history positions whose bound reasoning is no longer behind the prefix it was
+    # made after (state/binding.py); the governor leaves it out of the request.
+    reasoning_left_out: LeftOut = field(default_factory=LeftOut)
 
 
 # Joined user turns and notes kept between calls: the front after a cut changes only at
@@ -489,7 +502,7 @@ def _called_tool(history: Sequence[BaseMessage], index: int, call_id: str) -> st
     return ""
 
 
-def _restored_decisions(data: Mapping[str, Any]) -> _Decisions:
+def _restored_decisions(data: Mapping[str, Any], *, known: int) -> _Decisions:
     plain: dict[str, Any] = {}
     for name in _PLAIN_DECISIONS:
         value = data[name]
@@ -504,6 +517,7 @@ def _restored_decisions(data: Mapping[str, Any]) -> _Decisions:
         ),
         calibration=Calibration.from_dict(data["calibration"]),
         note_values=_text(data["note_values"]),
+        left_out=LeftOut.from_data(data["left_out"], limit=known + 1),
     )
 
 
@@ -588,6 +602,8 @@ class CacheAwareReplay:
         self._joined: MadeMessages[tuple[BaseMessage, int, int]] = MadeMessages(limit=_JOINED_KEPT)
         self._notes: dict[str, tuple[BaseMessage, int, int]] = {}
         self._full_note_tokens: int | None = None
+        self._note_text_tokens: dict[str, int] = {}
+        self._summary_for: Callable[[int], str | None] | None = None
         self.start_over()
 
     def start_over(self) -> None:
@@ -637,6 +653,7 @@ class CacheAwareReplay:
                 "kept_groups": [[g.start, g.stop, g.tokens, g.why] for g in decisions.kept_groups],
                 "calibration": decisions.calibration.to_dict(),
                 "note_values": decisions.note_values,
+                "left_out": decisions.left_out.to_data(),
             },
         }
 
@@ -654,8 +671,8 @@ class CacheAwareReplay:
         self.start_over()
         try:
             self._replay = _restored_replay(data, self._packed)
-            self._decisions = _restored_decisions(data["decisions"])
             self._known = as_count(data["known"])
+            self._decisions = _restored_decisions(data["decisions"], known=self._known)
             if len(self._replay.tokens) != self._known:
                 raise ValueError("the counts do not match the positions read")
             self._fixed = as_count(data["fixed"])
@@ -697,6 +714,7 @@ class CacheAwareReplay:
             # The thresholds of every earlier call point depend on them.
             self._fixed = fixed_tokens
             self.start_over()
+        self._summary_for = summary_for
         final = len(history) if final is None else final
         for index in range(self._known, final):
             self._add(history, index, self._decisions)
@@ -707,8 +725,7 @@ class CacheAwareReplay:
             self._add(history, index, decisions)
         decisions.rules_tokens = rules_tokens
         self._call(history, decisions, end=len(history), overflows=overflows)
-        cut = decisions.cut
-        summary = summary_for(cut) if summary_for is not None and cut else None
+        summary = self._summary(decisions)
         if not same_objects:
             # What was made of the previous call's objects is not this call's.
             self._front = None
@@ -744,6 +761,11 @@ class CacheAwareReplay:
         self._replay.prints.append(message_fingerprint(message))
         decisions.raw_tokens += tokens
         if isinstance(message, SystemMessage):
+            if index > len(self._replay.system_indices):
+                # A system message after the conversation started goes to the front where
+                # a profile moves it there (Anthropic's `system`): what came before it
+                # changes place.
+                decisions.left_out = decisions.left_out.edited(at=-1, call=index)
             self._replay.system_indices.append(index)
             decisions.system_tokens += tokens
             return
@@ -908,12 +930,55 @@ class CacheAwareReplay:
         end: int,
         overflows: Sequence[Overflow] = (),
     ) -> None:
-        """The decisions at one model call, and again after each refusal for length."""
+        """The decisions at one model call, and again after each refusal for length; where
+        they change the request before earlier messages, those messages' bound reasoning
+        is left out from now on (`_Decisions.left_out`)."""
+        front, compacted = self._front_key(decisions), decisions.compacted_count
         self._step(history, decisions, end=end)
         for overflow in overflows:
             calibration = self._calibration(decisions)
             decisions.calibration = calibration.observe_overflow(overflow, budget=self._max_tokens)
             self._step(history, decisions, end=end)
+        variant = self._note_variant(history, decisions, end=end)
+        if self._front_key(decisions) != front or variant != decisions.note_variant:
+            decisions.left_out = decisions.left_out.edited(at=-1, call=end)
+        else:
+            edited = self._compacted_edit(decisions, compacted)
+            if edited is not None:
+                decisions.left_out = decisions.left_out.edited(at=edited, call=end)
+        decisions.note_variant = variant
+        if self._corrected_total(decisions) > self._max_tokens:
+            # The last resort shortens this call's request: its answer was made after a
+            # prefix no later request is known to send again.
+            decisions.left_out = decisions.left_out.with_range(end, end + 1)
+
+    def _front_key(self, decisions: _Decisions) -> tuple[Any, ...]:
+        """What the request sends before the kept part, where it has a front: the cut, the
+        pins, the kept groups and the note's contents (`_build`)."""
+        omitted = self._omitted(decisions)
+        if decisions.cut == 0 or omitted <= 0:
+            return ()
+        return (
+            decisions.cut,
+            decisions.task_pinned,
+            decisions.pinned,
+            decisions.kept_groups,
+            omitted,
+            decisions.note_values,
+            self._brief_note(decisions),
+        )
+
+    def _compacted_edit(self, decisions: _Decisions, before: int) -> int | None:
+        """The first position the results compacted since `before` changed in the request:
+        a result sent from the cut on, or -1 for one sent in the front (a kept group)."""
+        start = decisions.cut if self._omitted(decisions) > 0 else 0
+        edited = None
+        for index in self._replay.compactable[before : decisions.compacted_count]:
+            if index >= start:
+                edited = index if edited is None else min(edited, index)
+            elif any(group.start <= index < group.stop for group in decisions.kept_groups):
+                return -1
+        return edited
 
     def _observe_reported_size(self, message: AIMessage, decisions: _Decisions) -> None:
         """Learn from the provider's count of the request that produced `message`.
@@ -1307,12 +1372,7 @@ class CacheAwareReplay:
                     at = offset - len(body_messages)
                     message, cost, fingerprint = tail.messages[at], tail.costs[at], tail.prints[at]
                 front.add(message, cost, fingerprint, (start + offset,))
-            after_front = (
-                sum(body.costs)
-                + sum(tail.costs)
-                - sum(front.costs[-joined_body:] if joined_body else ())
-            )
-            front = self._with_cut_note(history, front, after_front, omitted, summary, decisions)
+            front = self._with_cut_note(history, front, omitted, summary, decisions)
         skipped = max(joined_body - len(body_messages), 0)
         request = [*front.messages, *body_messages[joined_body:], *tail.messages[skipped:]]
         prints = array("q", front.prints)
@@ -1338,6 +1398,7 @@ class CacheAwareReplay:
             origins=_Origins(front.origins, start + joined_body, len(request)),
             calibration=self._calibration(decisions),
             fingerprints=prints,
+            reasoning_left_out=decisions.left_out,
         )
         if self._last_request is not None:
             unchanged = leading_equal(self._last_request, prints)
@@ -1514,21 +1575,21 @@ class CacheAwareReplay:
         self,
         history: Sequence[BaseMessage],
         front: _Sent,
-        after_front: int,
         omitted: int,
         summary: str | None,
         decisions: _Decisions,
     ) -> _Sent:
-        """The front with the note at the cut, and the user turns at its front joined.
+        """The front with the note at the cut (`_note_variant`), and the user turns at its
+        front joined.
 
         The note goes right after the pinned task (or the system messages), as a user turn
         of its own; where it meets other user turns they are joined into one message, each
-        its own run of blocks (see `_added.py`). A note with a summary must fit under the
-        high watermark (else the plain note goes), the plain note under the budget (else
-        none goes: a tiny budget). `after_front` are the tokens of the request after the
-        front.
+        its own run of blocks (see `_added.py`).
         """
-        high, _ = self._watermarks(history, decisions, end=len(history))
+        variant = self._note_variant(history, decisions, end=len(history))
+        if variant == _NOTE_NONE:
+            self._join_user_turns(front)
+            return front
         position = 0
         while position < len(front.messages) and isinstance(
             front.messages[position], SystemMessage
@@ -1536,27 +1597,68 @@ class CacheAwareReplay:
             position += 1
         if decisions.task_pinned:
             position += 1
-        values = decisions.note_values
-        brief = self._brief_note(decisions)
-        notes: list[tuple[str | None, str, int]] = [(summary, values, high)] if summary else []
-        if values:
-            notes.append((None, values, self._max_tokens))
-        notes.append((None, "", self._max_tokens))
-        for text, listed, limit in notes:
-            note, cost, fingerprint = self._note_turn(omitted, text, listed, brief)
-            noted = _Sent(
-                messages=[*front.messages[:position], note, *front.messages[position:]],
-                costs=[*front.costs[:position], cost, *front.costs[position:]],
-                prints=[*front.prints[:position], fingerprint, *front.prints[position:]],
-                origins=[*front.origins[:position], (), *front.origins[position:]],
-                compacted=front.compacted,
-            )
-            self._join_user_turns(noted)
-            total = self._fixed + decisions.rules_tokens + sum(noted.costs) + after_front
-            if self._calibration(decisions).corrected(total) <= limit:
-                return noted
-        self._join_user_turns(front)
-        return front
+        values = "" if variant == _NOTE_PLAIN else decisions.note_values
+        text = summary if variant == _NOTE_SUMMARY else None
+        note, cost, fingerprint = self._note_turn(
+            omitted, text, values, self._brief_note(decisions)
+        )
+        noted = _Sent(
+            messages=[*front.messages[:position], note, *front.messages[position:]],
+            costs=[*front.costs[:position], cost, *front.costs[position:]],
+            prints=[*front.prints[:position], fingerprint, *front.prints[position:]],
+            origins=[*front.origins[:position], (), *front.origins[position:]],
+            compacted=front.compacted,
+        )
+        self._join_user_turns(noted)
+        return noted
+
+    def _summary(self, decisions: _Decisions) -> str | None:
+        """The summary of the cut of `decisions`, where the caller has one."""
+        if self._summary_for is None or not decisions.cut:
+            return None
+        return self._summary_for(decisions.cut)
+
+    def _note_variant(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+    ) -> int:
+        """Which note the request of the call on the first `end` messages sends at its cut:
+        with the summary where one fits under the high watermark, else with the values of
+        what it leaves out, else plain, where each fits the budget (none on a tiny budget).
+
+        Decided from the decisions' counts, so that every call point knows the note its
+        request sent: a note that changes is an edit of the front.
+        """
+        omitted = self._omitted(decisions)
+        if decisions.cut == 0 or omitted <= 0:
+            return _NOTE_NONE
+        calibration = self._calibration(decisions)
+        without = self._total(decisions, note=False)
+        plain = self._note_tokens(decisions, omitted)
+        summary = self._summary(decisions)
+        if summary:
+            high, _ = self._watermarks(history, decisions, end=end)
+            text = self._note(decisions, omitted, summary, decisions.note_values)
+            if calibration.corrected(without + self._text_tokens(text)) <= high:
+                return _NOTE_SUMMARY
+        if (
+            decisions.note_values
+            and calibration.corrected(without + plain + decisions.note_values_tokens)
+            <= self._max_tokens
+        ):
+            return _NOTE_VALUES
+        if calibration.corrected(without + plain) <= self._max_tokens:
+            return _NOTE_PLAIN
+        return _NOTE_NONE
+
+    def _text_tokens(self, text: str) -> int:
+        """Tokens of a note of `text` as a user turn, kept by text (a few)."""
+        known = self._note_text_tokens.get(text)
+        if known is None:
+            known = self._counter.count_message(HumanMessage(text))
+            if len(self._note_text_tokens) >= _NOTES_KEPT:
+                self._note_text_tokens.clear()
+            self._note_text_tokens[text] = known
+        return known
 
     def _note_turn(
         self, omitted: int, summary: str | None, values: str, brief: bool

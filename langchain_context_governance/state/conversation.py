@@ -67,7 +67,8 @@ class ConversationState:
     `compaction="keep_recent"`) the cache-aware policy's decisions; `summary` the summary
     model's text for the latest cut; `previous_request` the digests of the previous
     request; `over_budget_warned` whether the conversation's over-budget warning was
-    logged; `truncation_warned` the newest message whose cut in the current turn was
+    logged; `reasoning_warned` whether the warning that reasoning was left out was;
+    `truncation_warned` the newest message whose cut in the current turn was
     logged; `calibration` the counter's calibration (kept as given); `serial` the
     record this state wrote or took up last; `request_repairs` the provider rules of
     the conversation's successive requests (rules/continued.py).
@@ -97,6 +98,7 @@ class ConversationState:
     previous_request: PreviousRequest | None = None
     over_budget_warned: bool = False
     truncation_warned: int | None = None
+    reasoning_warned: bool = False
     calibration: Mapping[str, Any] | None = None
     serial: str | None = None
     request_repairs: ContinuedRepair | None = field(default=None, repr=False)
@@ -117,7 +119,7 @@ class ConversationState:
         thread in a way this state cannot read."""
         self.start_over()
         self.previous_request = self.calibration = self.serial = None
-        self.over_budget_warned = False
+        self.over_budget_warned = self.reasoning_warned = False
         self.truncation_warned = None
 
     def read(self, messages: Sequence[BaseMessage]) -> StreamRead:
@@ -194,6 +196,7 @@ class ConversationState:
             None if record.previous_request is None else PreviousRequest(record.previous_request)
         )
         self.over_budget_warned = record.over_budget_warned
+        self.reasoning_warned = record.reasoning_warned
         self.truncation_warned = record.truncation_warned
         self.calibration = record.calibration
         self.serial = record.serial
@@ -234,6 +237,7 @@ class ConversationState:
             summary=self.summary,
             previous_request=None if previous is None else previous.digests,
             over_budget_warned=self.over_budget_warned,
+            reasoning_warned=self.reasoning_warned,
             truncation_warned=self.truncation_warned,
             calibration=self.calibration,
             resume=resume,
