@@ -18,6 +18,12 @@ are cut too, the task first.
   the high watermark, the conversation is cut too, in the same step, in whole groups,
   down to the low watermark (one edit of the request, not a compaction now and another a
   few calls later), and that cut point is kept until the high watermark is crossed again.
+- reasoning is bound to the request it was made after (docs/reasoning.md), so edits
+  come where they cost the least of it: a call that starts a user turn edits already
+  past `TURN_START_SHARE` of the way from the low to the high watermark (the turn's
+  reasoning is then made after the edit), and a call inside a tool loop keeps the turn's
+  decisions while the request fits the budget. Each call point's edits say which
+  earlier messages' reasoning they put behind a changed prefix (`_Decisions.left_out`).
 
 What a cut keeps, by protection class: the system messages; the current user turn (the
 newest group is never cut, and the latest user message before the cut is pinned); the
@@ -141,6 +147,10 @@ NOTE_VALUES_MAX_TOKENS = 1_000
 # too (down to the low watermark): one edit of the request instead of a compaction now and
 # another a few calls later.
 COMPACTION_ENOUGH_SHARE = 0.25
+# Where a call starts a user turn, it edits (compacts and cuts down to the low watermark)
+# once history is past this share of the way from the low to the high watermark, so that
+# the turn's tool loop, and the reasoning bound to it, runs without an edit.
+TURN_START_SHARE = 0.5
 # Share of the room history has that the earlier user messages kept across a cut may take
 # (the newest kept, the oldest giving way first): the user's recent words stay verbatim
 # without crowding out the newest history where the room is small.
@@ -1006,14 +1016,33 @@ class CacheAwareReplay:
         now and a cut a few calls later.
         """
         high, low = self._watermarks(history, decisions, end=end)
-        if self._corrected_total(decisions) <= high and not self._excluded_fits_again(
-            history, decisions, end=end
+        if self._corrected_total(decisions) <= self._trigger(history, end, high=high, low=low) and (
+            not self._excluded_fits_again(history, decisions, end=end)
         ):
             return
         self._compact_oldest(history, decisions, end=end, low=low)
         cut_above = low + int((high - low) * COMPACTION_ENOUGH_SHARE)
         if self._corrected_total(decisions) > cut_above or decisions.readmit_tokens:
             self._cut_groups(history, decisions, end=end, low=low)
+
+    def _trigger(self, history: Sequence[BaseMessage], end: int, *, high: int, low: int) -> int:
+        """Above how many tokens the call on the first `end` messages edits the request.
+
+        The reasoning a model makes is bound to the request it was made after, and an edit
+        invalidates what was made before it (docs/reasoning.md). A call that starts a user
+        turn edits already where the history is past `TURN_START_SHARE` of the way from the
+        low to the high watermark: the turn's reasoning is then made after the edit. A call
+        inside the turn's tool loop keeps the turn's decisions while the request fits the
+        budget, whatever the high watermark; other calls edit past the high watermark.
+        """
+        if end == 0:
+            return high
+        last = history[end - 1]
+        if isinstance(last, HumanMessage) and added_kind(last) is None:
+            return low + int((high - low) * TURN_START_SHARE)
+        if isinstance(last, ToolMessage):
+            return max(high, self._max_tokens)
+        return high
 
     def _excluded_fits_again(
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
