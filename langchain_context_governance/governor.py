@@ -12,18 +12,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
+from langchain_context_governance._added import added_kind
 from langchain_context_governance._messages import (
     calls_encoded_once,
     messages_to_govern,
     readable_contents,
 )
-from langchain_context_governance._reasoning import carries_bound_reasoning
+from langchain_context_governance._reasoning import (
+    carries_bound_reasoning,
+    carries_provider_compaction,
+)
 from langchain_context_governance._settings import reject_unknown_settings
 from langchain_context_governance.errors import ContextBudgetExceeded
 from langchain_context_governance.model_settings import (
@@ -620,7 +624,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 state.summary = summary_kept(state.summary, job, self._summarize(job))
                 state.previous_request = previous
                 result = self._govern_with(state, original, tools_tokens, overflows)[0]
-            result = self._with_record(state, result, original)
+            result = self._with_record(state, result, original, given)
         self._store_record(thread_id, result.record)
         return result
 
@@ -649,7 +653,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 state.summary = summary_kept(state.summary, job, await self._asummarize(job))
                 state.previous_request = previous
                 result = self._govern_with(state, original, tools_tokens, overflows)[0]
-            result = self._with_record(state, result, original)
+            result = self._with_record(state, result, original, given)
         await self._astore_record(thread_id, result.record)
         return result
 
@@ -682,22 +686,48 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             finally:
                 state.lock.release()
 
+    @staticmethod
+    def _in_given(
+        report: GovernanceReport, given: int, leading: int, start: int
+    ) -> GovernanceReport:
+        """`report` of the messages from a provider compaction at `start` on (after the
+        `leading` system messages), by the indices of all `given` messages: what the
+        compaction stands for is cut."""
+
+        def index(position: int) -> int:
+            return position if position < leading else position - leading + start
+
+        cut = tuple((index(low), index(high - 1) + 1) for low, high in report.cut)
+        return dataclasses.replace(
+            report,
+            messages_before=given,
+            compacted=tuple(map(index, report.compacted)),
+            cut=((leading, start), *cut) if start > leading else cut,
+            truncated=tuple(map(index, report.truncated)),
+            kept=tuple((index(position), why) for position, why in report.kept),
+            reasoning_dropped=tuple(map(index, report.reasoning_dropped)),
+        )
+
     def _checked_after_record(
         self,
         state: ConversationState,
         record: Mapping[str, Any] | None,
         given: list[BaseMessage],
     ) -> list[BaseMessage]:
-        """`given` with their contents checked (`readable_contents`), once `state` took
-        up `record`: the messages a record's decisions were taken up for were read by
-        that pass, which found whether their contents need a look (`checked_before`).
+        """`given` from the newest provider compaction on (`ConversationState.
+        provider_window`: what it stands for is never sent again), with their contents
+        checked (`readable_contents`), once `state` took up `record`: the messages a
+        record's decisions were taken up for were read by that pass, which found whether
+        their contents need a look (`checked_before`).
 
         The record is read before the check, as a history is compared before its
         contents are checked (a `None` content read as ""); a content that cannot be
         read is then a ValueError naming its index.
         """
-        self._continue_from_record(state, record, given)
-        return readable_contents(given, start=state.repairs.checked_before(given))
+        found, _, start = state.provider_window(given)
+        window = given if start is None else list(found)
+        self._continue_from_record(state, record, window)
+        return readable_contents(window, start=state.repairs.checked_before(window))
 
     def _continue_from_record(
         self,
@@ -727,10 +757,22 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             logger.debug("context governance: the record was written for another history")
 
     def _with_record(
-        self, state: ConversationState, result: GovernanceResult, messages: list[BaseMessage]
+        self,
+        state: ConversationState,
+        result: GovernanceResult,
+        messages: list[BaseMessage],
+        given: list[BaseMessage],
     ) -> GovernanceResult:
+        """`result` with the conversation's record after this call on `messages` (the
+        `given` ones from the newest provider compaction on), its report by `given`'s
+        indices."""
         record = state.to_record(settings=self._settings_digest, history=messages)
-        return dataclasses.replace(result, record=record.to_dict())
+        report = result.report
+        if messages is not given:
+            _, leading, start = state.provider_window(given)
+            if start is not None:
+                report = self._in_given(report, len(given), leading, start)
+        return dataclasses.replace(result, report=report, record=record.to_dict())
 
     def _stored_record(self, thread_id: str | None) -> Mapping[str, Any] | None:
         if self.store is None or thread_id is None:
@@ -941,25 +983,27 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             request = fit.messages
             changes[MICROCOMPACT] = changes.get(MICROCOMPACT, 0) + len(fit.compacted)
             changes[TRUNCATE] = len(fit.truncated)
-        request, dropped = self._leave_out_stale_reasoning(request, plan, history, messages)
+        request, dropped = self._provider_state(request, plan, history, messages)
         job = None if plan is None else self._summary_job(state, history, plan)
         return _PipelineResult(
             request, changes, history, read.raw_tokens, plan, before_last_resort, fit, job, dropped
         )
 
-    def _leave_out_stale_reasoning(
+    def _provider_state(
         self,
         request: list[BaseMessage],
         plan: CompactionPlan | None,
         history: RepairedHistory,
         given: list[BaseMessage],
     ) -> tuple[list[BaseMessage], tuple[int, ...]]:
-        """Step 6: on a profile whose provider binds reasoning to its prefix, leave the bound
-        reasoning out of every message whose prefix changed since its call (state/binding.py):
-        by the decisions of the cache-aware replay, else wherever the request differs from
-        the repaired history before it; and wherever steps 3 to 5 changed the request.
-        Returns the request and the indices of those messages among the `given` ones."""
-        if not self._profile.bindings:
+        """Step 6: what the provider checks of its own state. Where it takes its compaction
+        block first (Anthropic), the user turn the repairs put in front of it goes. Where it
+        binds reasoning to its prefix, the bound reasoning of every message whose prefix
+        changed since its call is left out (state/binding.py): by the decisions of the
+        cache-aware replay, else wherever the request differs from the repaired history
+        before it; and wherever steps 3 to 5 changed the request. Returns the request and
+        the indices of those messages among the `given` ones."""
+        if not self._profile.bindings and not self._profile.compactions:
             return request, ()
         if plan is not None and plan.origins:
             origins, left_out = plan.origins, plan.reasoning_left_out
@@ -985,6 +1029,20 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             def still_bound(position: int) -> bool:
                 return True
 
+        if self._profile.compactions:
+            request = _without_turn_before_compaction(request)
+            opened = _without_turn_before_compaction(planned)
+            if opened is not planned:
+                # The repairs' turn in front of the block is gone on every call alike.
+                first = next(i for i, m in enumerate(opened) if m is not planned[i])
+                moved, planned = len(planned) - len(opened), opened
+                unmoved = position_of
+
+                def position_of(index: int) -> int | None:
+                    return unmoved(index if index < first else index + moved)
+
+        if not self._profile.bindings:
+            return request, ()
         request, positions = leave_out_stale_reasoning(
             request, planned, position_of=position_of, still_bound=still_bound
         )
@@ -1422,6 +1480,22 @@ def _warn_current_turn_truncated(report: GovernanceReport) -> None:
         report.budget or 0,
         ", ".join(str(index) for index in report.truncated) or "?",
     )
+
+
+def _without_turn_before_compaction(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """`messages` without the user turn governance put in front of a provider's
+    compaction block (the turn order wants a user first; Anthropic wants the block first).
+    Only that turn can be there: the request starts at the newest compaction."""
+    first = 0
+    while first < len(messages) and isinstance(messages[first], SystemMessage):
+        first += 1
+    if (
+        first + 1 < len(messages)
+        and added_kind(messages[first]) is not None
+        and carries_provider_compaction(messages[first + 1])
+    ):
+        return [*messages[:first], *messages[first + 1 :]]
+    return messages
 
 
 def _warn_reasoning_dropped(report: GovernanceReport) -> None:

@@ -21,13 +21,15 @@ states here are a cache in front of the records.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 
+from langchain_context_governance._reasoning import carries_provider_compaction
 from langchain_context_governance.rules.continued import ContinuedRepair
 from langchain_context_governance.state.cache_aware import CacheAwareReplay, CompactionPlan
 from langchain_context_governance.state.record import (
@@ -104,6 +106,11 @@ class ConversationState:
     request_repairs: ContinuedRepair | None = field(default=None, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _replays: OrderedDict[int, CacheAwareReplay] = field(default_factory=OrderedDict, repr=False)
+    # Where the newest provider compaction of the history was found, how many messages
+    # were looked at, and the last of them (`provider_window`).
+    _compaction_start: int | None = field(default=None, repr=False)
+    _compaction_scanned: int = field(default=0, repr=False)
+    _compaction_last: weakref.ref[BaseMessage] | None = field(default=None, repr=False)
 
     def start_over(self) -> None:
         """Forget the history read and what was decided on it (after a failed call)."""
@@ -121,6 +128,32 @@ class ConversationState:
         self.previous_request = self.calibration = self.serial = None
         self.over_budget_warned = self.reasoning_warned = False
         self.truncation_warned = None
+
+    def provider_window(
+        self, messages: Sequence[BaseMessage]
+    ) -> tuple[Sequence[BaseMessage], int, int | None]:
+        """`messages` from the newest provider compaction on, after their leading system
+        messages: the provider's summary stands for everything before it (see
+        `_reasoning.provider_compaction_start`). Returns the window, how many leading
+        system messages it keeps, and where the compaction is (None: the messages as
+        they are). Only what is new since the previous call is looked at.
+        """
+        scanned = self._compaction_scanned
+        last = self._compaction_last() if self._compaction_last is not None else None
+        if not (0 < scanned <= len(messages) and messages[scanned - 1] is last):
+            scanned, self._compaction_start = 0, None
+        for index in range(scanned, len(messages)):
+            if carries_provider_compaction(messages[index]):
+                self._compaction_start = index
+        self._compaction_scanned = len(messages)
+        self._compaction_last = weakref.ref(messages[-1]) if messages else None
+        start = self._compaction_start
+        if start is None:
+            return messages, 0, None
+        leading = 0
+        while leading < start and isinstance(messages[leading], SystemMessage):
+            leading += 1
+        return [*messages[:leading], *messages[start:]], leading, start
 
     def read(self, messages: Sequence[BaseMessage]) -> StreamRead:
         """The repaired history of `messages` (see `RepairStream.read`).
