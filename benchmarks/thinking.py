@@ -25,6 +25,7 @@ The same seed always gives the same messages.
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 import time
@@ -99,11 +100,44 @@ def _signed_response(message: AIMessage, signature: str, rng: random.Random) -> 
     )
 
 
+def _reasoning_response(message: AIMessage, number: str, rng: random.Random) -> AIMessage:
+    """`message` as langchain-openai returns a reasoning model's response on the Responses
+    API: a reasoning item (encrypted), the text, the function-call items."""
+    content: list[dict[str, Any]] = [
+        {
+            "id": f"rs_{number}",
+            "summary": [],
+            "type": "reasoning",
+            "encrypted_content": f"gAAA{number}-{_thought(rng)}",
+        }
+    ]
+    text = message.content if isinstance(message.content, str) else ""
+    if text:
+        content.append({"type": "text", "text": text, "annotations": [], "id": f"msg_{number}"})
+    content.extend(
+        {
+            "arguments": json.dumps(call["args"]),
+            "call_id": call["id"],
+            "name": call["name"],
+            "type": "function_call",
+            "id": f"fc_{number}_{position}",
+            "status": "completed",
+        }
+        for position, call in enumerate(message.tool_calls)
+    )
+    return AIMessage(content, tool_calls=message.tool_calls, id=message.id)
+
+
 def build_thinking_history(
-    *, seed: int = 0, turns: int = 4, iterations: tuple[int, int] = (3, 9)
+    *,
+    seed: int = 0,
+    turns: int = 4,
+    iterations: tuple[int, int] = (3, 9),
+    shape: str = "anthropic",
 ) -> list[BaseMessage]:
     """A thinking agent's history: a system prompt, then `turns` user turns, each a tool
-    loop of `iterations` steps and an answer; every response opens with a signed block."""
+    loop of `iterations` steps and an answer; every response opens with a signed thinking
+    block (`shape="anthropic"`) or a reasoning item (`shape="openai"`)."""
     rng = random.Random(seed)
     steps = HistoryGenerator(seed=seed, follow_up_probability=0.0)
     history: list[BaseMessage] = list(steps.opening())
@@ -112,6 +146,8 @@ def build_thinking_history(
     def signed(message: AIMessage) -> AIMessage:
         nonlocal signatures
         signatures += 1
+        if shape == "openai":
+            return _reasoning_response(message, f"{seed}_{signatures}", rng)
         return _signed_response(message, f"sig-{seed}-{signatures}", rng)
 
     for turn in range(turns):
@@ -137,12 +173,13 @@ def without_thinking(history: Sequence[BaseMessage]) -> list[BaseMessage]:
 
 
 def _signatures(message: BaseMessage) -> list[str]:
+    """The keys the oracle knows the message's signed blocks by."""
     if not isinstance(message, AIMessage) or not isinstance(message.content, list):
         return []
     return [
-        str(block["signature"])
+        str(block.get("signature") or block.get("encrypted_content"))
         for block in message.content
-        if isinstance(block, dict) and block.get("type") == "thinking"
+        if isinstance(block, dict) and block.get("type") in ("thinking", "reasoning")
     ]
 
 

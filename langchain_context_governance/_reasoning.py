@@ -199,6 +199,10 @@ def without_bound_reasoning(message: AIMessage) -> AIMessage:
             for key, value in kwargs.items()
             if key not in ("reasoning", OPENAI_FUNCTION_CALL_IDS_KEY)
         }
+        # The older format sends the response's id (`resp_...`) with its message id
+        # (`msg_...`) as the message item's id.
+        metadata = update["response_metadata"]
+        update["response_metadata"] = {k: v for k, v in metadata.items() if k != "id"}
     return message.model_copy(update=update)
 
 

@@ -824,7 +824,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         if run is None and self._profile.bindings:
             # What the minimal repair changed (or added) is before everything after it.
             governed, positions = leave_out_stale_reasoning(
-                governed, original, position_of=lambda index: index, still_bound=bool
+                governed,
+                original,
+                position_of=lambda index: index,
+                still_bound=lambda index, position: True,
             )
             dropped = tuple(positions)
         calibration = self._calibration_for(run.plan if run is not None else None, overflows)
@@ -1013,7 +1016,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 made_from = origins[index]
                 return made_from[0] if len(made_from) == 1 else None
 
-            def still_bound(position: int) -> bool:
+            def still_bound(index: int, position: int) -> bool:
                 return not left_out.covers(position)
         else:
             repaired = history.to_list()
@@ -1022,12 +1025,17 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 (i for i, (a, b) in enumerate(zip(planned, repaired, strict=False)) if a is not b),
                 min(len(planned), len(repaired)),
             )
+            found: dict[int, int] = {}
 
             def position_of(index: int) -> int | None:
-                return index if index < unchanged else None
+                if index < unchanged:
+                    return index
+                if not found:
+                    found.update((id(message), at) for at, message in enumerate(repaired))
+                return found.get(id(planned[index]))
 
-            def still_bound(position: int) -> bool:
-                return True
+            def still_bound(index: int, position: int) -> bool:
+                return index < unchanged
 
         if self._profile.compactions:
             request = _without_turn_before_compaction(request)

@@ -43,17 +43,19 @@ from typing import Any
 
 from langchain_anthropic.chat_models import _format_messages
 from langchain_core.messages import AIMessage, BaseMessage
+from langchain_openai.chat_models.base import _construct_responses_api_input
 
 __all__ = [
     "OracleVerdict",
     "PrefixOracle",
     "WireRequest",
+    "openai_wire_request",
     "thinking_block",
     "tool_use",
     "wire_request",
 ]
 
-_THINKING = ("thinking", "redacted_thinking")
+_THINKING = ("thinking", "redacted_thinking", "reasoning")
 
 
 def thinking_block(signature: str, text: str = "") -> dict[str, Any]:
@@ -87,8 +89,34 @@ def wire_request(messages: Sequence[BaseMessage], tools: Any = None) -> WireRequ
     return WireRequest(system, tools, formatted)
 
 
+def openai_wire_request(messages: Sequence[BaseMessage], tools: Any = None) -> WireRequest:
+    """The input langchain-openai builds for `messages` on the Responses API, each item as
+    a message of one block (`_construct_responses_api_input`)."""
+    items = _construct_responses_api_input(list(messages))
+    return WireRequest(None, tools, [_as_message(item) for item in items])
+
+
+def body_request(body: Mapping[str, Any]) -> WireRequest:
+    """A request body a real client sent (Anthropic's Messages API or OpenAI's Responses)."""
+    if "input" in body:
+        items = body["input"]
+        return WireRequest(
+            body.get("instructions"), body.get("tools"), list(map(_as_message, items))
+        )
+    return WireRequest(body.get("system"), body.get("tools"), list(body["messages"]))
+
+
+def _as_message(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {"role": str(item.get("role") or item.get("type")), "content": [dict(item)]}
+
+
 def _block_key(block: Mapping[str, Any]) -> str:
-    return str(block.get("signature") or block.get("data"))
+    return str(
+        block.get("signature")
+        or block.get("data")
+        or block.get("encrypted_content")
+        or block.get("id")
+    )
 
 
 def _blocks(message: Mapping[str, Any]) -> list[Any]:
@@ -192,24 +220,50 @@ class OracleVerdict:
 
 @dataclass
 class PrefixOracle:
-    """The prefix each signed block was made after, and the check of later requests."""
+    """The prefix each signed block was made after, and the check of later requests.
+
+    `openai`: judge OpenAI reasoning items on the Responses API input langchain-openai
+    builds, by the same rules (OpenAI documents that reasoning items after a prefix change
+    are dropped, not what a change is: the oracle holds them to Anthropic's rules).
+    """
 
     tools: Any = None
+    openai: bool = False
     _made_after: dict[str, _Prefix] = field(default_factory=dict)
+
+    def _wire(self, messages: Sequence[BaseMessage]) -> WireRequest:
+        if self.openai:
+            return openai_wire_request(messages, self.tools)
+        return wire_request(messages, self.tools)
 
     def made_from(self, request: Sequence[BaseMessage], response: AIMessage) -> None:
         """Record that `response` was the model's answer to `request`."""
-        wire = wire_request([*request, response], self.tools)
-        last = len(wire.messages) - 1
-        if wire.messages[last]["role"] != "assistant":
-            raise ValueError("the response must format as the request's last message")
+        before = len(self._wire(request).messages)
+        self._record(self._wire([*request, response]), before)
+
+    def made_from_body(self, body: Mapping[str, Any], response: AIMessage) -> None:
+        """Record that `response` answered the request a real client sent as `body`."""
+        sent = body_request(body)
+        answer = self._wire([response]).messages
+        self._record(
+            WireRequest(sent.system, sent.tools, [*sent.messages, *answer]), len(sent.messages)
+        )
+
+    def _record(self, wire: WireRequest, before: int) -> None:
         for key, position in _thinking_positions(wire):
-            if position.message == last:
+            if position.message >= before:
                 self._made_after[key] = _prefix_at(wire, position)
 
     def check(self, request: Sequence[BaseMessage]) -> OracleVerdict:
         """Judge every signed block `request` sends."""
-        wire = wire_request(request, self.tools)
+        return self.check_wire(self._wire(request))
+
+    def check_body(self, body: Mapping[str, Any]) -> OracleVerdict:
+        """Judge every signed block of a body a real client sent."""
+        return self.check_wire(body_request(body))
+
+    def check_wire(self, wire: WireRequest) -> OracleVerdict:
+        """Judge every signed block of `wire`."""
         valid: list[str] = []
         invalid: list[str] = []
         unknown: list[str] = []

@@ -113,7 +113,7 @@ def leave_out_stale_reasoning(
     planned: Sequence[BaseMessage],
     *,
     position_of: Callable[[int], int | None],
-    still_bound: Callable[[int], bool],
+    still_bound: Callable[[int, int], bool],
 ) -> tuple[list[BaseMessage], list[int]]:
     """`request` with the bound reasoning left out of every message whose prefix changed,
     and the history positions of those messages.
@@ -122,7 +122,7 @@ def leave_out_stale_reasoning(
     (the request rules, the last resort) changed or added a message, every message from
     there on is behind a prefix this call changed. Before that, `position_of(index)` gives
     the history position of the planned message at `index` (None for one governance made),
-    and `still_bound(position)` whether the decisions kept its prefix since its call.
+    and `still_bound(index, position)` whether the plan kept its prefix since its call.
 
     Example:
         >>> from langchain_core.messages import HumanMessage, ToolMessage
@@ -131,7 +131,7 @@ def leave_out_stale_reasoning(
         >>> planned = [HumanMessage("go"), AIMessage([thinking], tool_calls=[call]),
         ...            ToolMessage("text", tool_call_id="toolu_1")]
         >>> sent, positions = leave_out_stale_reasoning(
-        ...     planned, planned, position_of=lambda index: index, still_bound=lambda p: p != 1
+        ...     planned, planned, position_of=lambda i: i, still_bound=lambda i, p: p != 1
         ... )
         >>> sent[1].content, positions
         ([], [1])
@@ -149,7 +149,7 @@ def leave_out_stale_reasoning(
             continue
         if index < changed:
             position = position_of(index)
-            if position is not None and still_bound(position):
+            if position is not None and still_bound(index, position):
                 continue
         else:
             # Rare: found by identity among the planned messages, for the report.
