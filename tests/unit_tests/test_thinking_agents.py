@@ -382,3 +382,73 @@ def test_a_turn_start_edits_before_the_turn_s_reasoning_is_made() -> None:
     in_loop = [*earlier[:-1], *loop(99)]
     assert counter.count_messages(in_loop) >= size
     assert compacted(in_loop) == 0
+
+
+# --- the middleware's opt-in: Anthropic's prefix_mismatch_behavior -----------------------
+
+
+@pytest.mark.parametrize("behavior", [None, "drop_block"])
+def test_the_middleware_asks_anthropic_to_drop_only_where_told(
+    behavior: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    from langchain.agents import create_agent
+
+    from langchain_context_governance.middleware import (
+        BINDING_CONTROLS_BETA,
+        ContextGovernanceMiddleware,
+    )
+
+    caplog.set_level(logging.WARNING, logger="langchain_context_governance")
+    with RecordingServer() as server:
+        model = ChatAnthropic(
+            model_name="claude-fable-5-1",
+            api_key="sk-wire",
+            base_url=f"{server.base_url}/anthropic",
+            max_retries=0,
+            timeout=10,
+            stop=None,
+        )
+        server.reply_next(
+            "anthropic",
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-fable-5-1",
+                "content": [{"type": "text", "text": "done"}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+                "input_transformations": [
+                    {
+                        "type": "thinking_dropped",
+                        "path": "messages.1.content.0",
+                        "reason": "prefix_binding_mismatch",
+                    }
+                ],
+            },
+        )
+        middleware = ContextGovernanceMiddleware(
+            context_window_tokens=100_000, prefix_mismatch_behavior=behavior
+        )
+        agent = create_agent(model, [], middleware=[middleware])
+        agent.invoke({"messages": [HumanMessage("hi")]})
+        [captured] = server.take()
+    thinking = captured.body.get("thinking") or {}
+    beta = captured.headers.get("anthropic-beta", "")
+    dropped = [r for r in caplog.records if "dropped 1 thinking block" in r.getMessage()]
+    if behavior is None:
+        assert "block_binding" not in thinking and BINDING_CONTROLS_BETA not in beta
+        assert not dropped
+    else:
+        assert thinking["block_binding"] == {"prefix_mismatch_behavior": behavior}
+        assert BINDING_CONTROLS_BETA in beta
+        assert len(dropped) == 1
+    assert model.thinking is None and not model.betas  # the user's model is untouched
+
+
+def test_the_middleware_refuses_an_unknown_behavior() -> None:
+    from langchain_context_governance.middleware import ContextGovernanceMiddleware
+
+    with pytest.raises(ValueError, match="prefix_mismatch_behavior"):
+        ContextGovernanceMiddleware(prefix_mismatch_behavior="ignore")  # type: ignore[arg-type]
