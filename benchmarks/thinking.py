@@ -26,6 +26,7 @@ The same seed always gives the same messages.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import sys
 import time
@@ -386,7 +387,18 @@ def run_thinking(
     seeds: Sequence[int] = SEEDS, shares: Sequence[float] = BUDGET_SHARES
 ) -> list[ThinkingResult]:
     """Every policy over the thinking agents of `seeds`, at each budget share; the
-    governor's cache_aware policy also over the same agents without thinking."""
+    governor's cache_aware policy also over the same agents without thinking. The
+    governor's warnings (once per conversation, hundreds here) are not printed."""
+    package_logger = logging.getLogger("langchain_context_governance")
+    level = package_logger.level
+    package_logger.setLevel(logging.ERROR)
+    try:
+        return _run_thinking(seeds, shares)
+    finally:
+        package_logger.setLevel(level)
+
+
+def _run_thinking(seeds: Sequence[int], shares: Sequence[float]) -> list[ThinkingResult]:
     histories = [build_thinking_history(seed=seed) for seed in seeds]
     plain = [without_thinking(history) for history in histories]
     results: list[ThinkingResult] = []
