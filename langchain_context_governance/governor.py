@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
@@ -27,6 +27,7 @@ from langchain_context_governance._messages import (
 from langchain_context_governance._reasoning import (
     carries_bound_reasoning,
     carries_provider_compaction,
+    without_bound_reasoning,
 )
 from langchain_context_governance._settings import reject_unknown_settings
 from langchain_context_governance.errors import ContextBudgetExceeded
@@ -986,7 +987,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             request = fit.messages
             changes[MICROCOMPACT] = changes.get(MICROCOMPACT, 0) + len(fit.compacted)
             changes[TRUNCATE] = len(fit.truncated)
-        request, dropped = self._provider_state(request, plan, history, messages)
+        request, dropped = self._provider_state(state, request, plan, history, messages)
         job = None if plan is None else self._summary_job(state, history, plan)
         return _PipelineResult(
             request, changes, history, read.raw_tokens, plan, before_last_resort, fit, job, dropped
@@ -994,6 +995,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
 
     def _provider_state(
         self,
+        state: ConversationState,
         request: list[BaseMessage],
         plan: CompactionPlan | None,
         history: RepairedHistory,
@@ -1008,9 +1010,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         the indices of those messages among the `given` ones."""
         if not self._profile.bindings and not self._profile.compactions:
             return request, ()
+        candidates = None
         if plan is not None and plan.origins:
             origins, left_out = plan.origins, plan.reasoning_left_out
             planned = plan.messages
+            candidates = plan.reasoning_candidates()
 
             def position_of(index: int) -> int | None:
                 made_from = origins[index]
@@ -1051,8 +1055,24 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
 
         if not self._profile.bindings:
             return request, ()
+        copies = state.reasoning_copies
+
+        def stripped(message: AIMessage, position: int | None) -> AIMessage:
+            if position is None or history[position] is not message:
+                return without_bound_reasoning(message)
+            copy: AIMessage | None = copies.get(position, (position,), history)
+            if copy is None:
+                copy = without_bound_reasoning(message)
+                copies.put(position, (position,), history, copy)
+            return copy
+
         request, positions = leave_out_stale_reasoning(
-            request, planned, position_of=position_of, still_bound=still_bound
+            request,
+            planned,
+            position_of=position_of,
+            still_bound=still_bound,
+            candidates=candidates,
+            stripped=stripped,
         )
         indices = {
             index

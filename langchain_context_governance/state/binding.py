@@ -27,7 +27,7 @@ Example:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +114,8 @@ def leave_out_stale_reasoning(
     *,
     position_of: Callable[[int], int | None],
     still_bound: Callable[[int, int], bool],
+    candidates: Iterable[int] | None = None,
+    stripped: Callable[[AIMessage, int | None], AIMessage] | None = None,
 ) -> tuple[list[BaseMessage], list[int]]:
     """`request` with the bound reasoning left out of every message whose prefix changed,
     and the history positions of those messages.
@@ -123,6 +125,9 @@ def leave_out_stale_reasoning(
     there on is behind a prefix this call changed. Before that, `position_of(index)` gives
     the history position of the planned message at `index` (None for one governance made),
     and `still_bound(index, position)` whether the plan kept its prefix since its call.
+    `candidates`, where given, are the only indices before the change that may have lost
+    it (the others are not looked at); `stripped(message, position)` makes the copy
+    without the reasoning (`without_bound_reasoning` by default: a caller may keep them).
 
     Example:
         >>> from langchain_core.messages import HumanMessage, ToolMessage
@@ -136,15 +141,18 @@ def leave_out_stale_reasoning(
         >>> sent[1].content, positions
         ([], [1])
     """
-    pairs = enumerate(zip(request, planned, strict=False))
-    changed = next(
-        (index for index, (sent, made) in pairs if sent is not made),
-        min(len(request), len(planned)),
-    )
+    changed = min(len(request), len(planned))
+    if request is not planned:
+        pairs = enumerate(zip(request, planned, strict=False))
+        changed = next((index for index, (sent, made) in pairs if sent is not made), changed)
+    looked_at: Iterable[int] = range(len(request))
+    if candidates is not None:
+        looked_at = sorted({*(i for i in candidates if i < changed), *range(changed, len(request))})
     output = request
     left_out: list[int] = []
     planned_at: dict[int, int] | None = None
-    for index, message in enumerate(request):
+    for index in looked_at:
+        message = request[index]
         if not carries_bound_reasoning(message):
             continue
         if index < changed:
@@ -160,7 +168,9 @@ def leave_out_stale_reasoning(
         if output is request:
             output = list(request)
         assert isinstance(message, AIMessage)
-        output[index] = without_bound_reasoning(message)
+        output[index] = (
+            without_bound_reasoning(message) if stripped is None else stripped(message, position)
+        )
         if position is not None:
             left_out.append(position)
     return output, left_out

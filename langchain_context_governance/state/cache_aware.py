@@ -312,6 +312,18 @@ _PLAIN_DECISIONS = tuple(
 class CompactionPlan:
     """The request the policy chose for the current call, and what it left out and why."""
 
+    def reasoning_candidates(self) -> Iterator[int] | None:
+        """The request indices whose bound reasoning may have lost its prefix (those made
+        from positions `reasoning_left_out` covers), or None where the origins cannot say."""
+        if not isinstance(self.origins, _Origins):
+            return None
+        origins = self.origins
+        return (
+            index
+            for low, high in self.reasoning_left_out.ranges
+            for index in origins.indices_between(low, high)
+        )
+
     messages: list[BaseMessage]
     compacted: int
     removed: int
@@ -436,6 +448,15 @@ class _Origins(Sequence[tuple[int, ...]]):
         if index < len(self._front):
             return self._front[index]
         return (self._body_start + index - len(self._front),)
+
+    def indices_between(self, low: int, high: int) -> Iterator[int]:
+        """The request indices of the messages made from history positions `low` to
+        `high`: the front's by a look at each, the kept part's by arithmetic."""
+        for index, made_from in enumerate(self._front):
+            if any(low <= position < high for position in made_from):
+                yield index
+        offset = len(self._front) - self._body_start
+        yield from range(max(low, self._body_start) + offset, min(high + offset, self._length))
 
 
 def _positions(values: array[int]) -> list[int]:

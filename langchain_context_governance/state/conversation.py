@@ -32,6 +32,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_context_governance._reasoning import carries_provider_compaction
 from langchain_context_governance.rules.continued import ContinuedRepair
 from langchain_context_governance.state.cache_aware import CacheAwareReplay, CompactionPlan
+from langchain_context_governance.state.made import MadeMessages
 from langchain_context_governance.state.record import (
     GovernanceRecord,
     HistoryMark,
@@ -50,6 +51,9 @@ DEFAULT_MAX_CONVERSATIONS = 10_000
 # own message list) and for calls without a thread (matched by their history).
 _STATES_PER_THREAD = 4
 _STATES_WITHOUT_THREAD = 8
+# Copies of messages sent without their bound reasoning, kept while their message lives
+# (the same copy each call: the request, and the provider's prompt cache, stay as they were).
+_REASONING_COPIES_KEPT = 4096
 # Replays kept per conversation, one per size of the tool definitions sent: an agent
 # whose tool set changes between calls (two sets alternating) keeps each replay going
 # instead of replaying the history anew at every change.
@@ -111,6 +115,9 @@ class ConversationState:
     _compaction_start: int | None = field(default=None, repr=False)
     _compaction_scanned: int = field(default=0, repr=False)
     _compaction_last: weakref.ref[BaseMessage] | None = field(default=None, repr=False)
+    reasoning_copies: MadeMessages[Any] = field(
+        default_factory=lambda: MadeMessages(limit=_REASONING_COPIES_KEPT), repr=False
+    )
 
     def start_over(self) -> None:
         """Forget the history read and what was decided on it (after a failed call)."""
