@@ -1042,16 +1042,17 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 return index < unchanged
 
         if self._profile.compactions:
-            request = _without_turn_before_compaction(request)
-            opened = _without_turn_before_compaction(planned)
-            if opened is not planned:
-                # The repairs' turn in front of the block is gone on every call alike.
-                first = next(i for i, m in enumerate(opened) if m is not planned[i])
-                moved, planned = len(planned) - len(opened), opened
+            request = _without(request, _turns_around_compaction(request))
+            removed = _turns_around_compaction(planned)
+            if removed:
+                # The repairs' turns around the block go on every call alike.
+                planned = _without(planned, removed)
                 unmoved = position_of
 
                 def position_of(index: int) -> int | None:
-                    return unmoved(index if index < first else index + moved)
+                    for at in removed:
+                        index += at <= index
+                    return unmoved(index)
 
         if not self._profile.bindings:
             return request, ()
@@ -1510,20 +1511,32 @@ def _warn_current_turn_truncated(report: GovernanceReport) -> None:
     )
 
 
-def _without_turn_before_compaction(messages: list[BaseMessage]) -> list[BaseMessage]:
-    """`messages` without the user turn governance put in front of a provider's
-    compaction block (the turn order wants a user first; Anthropic wants the block first).
-    Only that turn can be there: the request starts at the newest compaction."""
+def _turns_around_compaction(messages: list[BaseMessage]) -> list[int]:
+    """The user turns governance put around a provider's compaction block that opens the
+    request: in front of it (the turn order wants a user first; Anthropic wants the block
+    first) and between it and an assistant turn kept after it (Anthropic: the kept turns
+    follow the block directly, or their thinking is behind a changed prefix)."""
     first = 0
     while first < len(messages) and isinstance(messages[first], SystemMessage):
         first += 1
+    block = first + 1 if first < len(messages) and added_kind(messages[first]) else first
+    if block >= len(messages) or not carries_provider_compaction(messages[block]):
+        return []
+    turns = [first] if block > first else []
+    after = block + 1
     if (
-        first + 1 < len(messages)
-        and added_kind(messages[first]) is not None
-        and carries_provider_compaction(messages[first + 1])
+        after + 1 < len(messages)
+        and added_kind(messages[after]) is not None
+        and isinstance(messages[after + 1], AIMessage)
     ):
-        return [*messages[:first], *messages[first + 1 :]]
-    return messages
+        turns.append(after)
+    return turns
+
+
+def _without(messages: list[BaseMessage], indices: list[int]) -> list[BaseMessage]:
+    if not indices:
+        return messages
+    return [message for index, message in enumerate(messages) if index not in indices]
 
 
 def _warn_reasoning_dropped(report: GovernanceReport) -> None:

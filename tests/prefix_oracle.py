@@ -238,20 +238,21 @@ class PrefixOracle:
 
     def made_from(self, request: Sequence[BaseMessage], response: AIMessage) -> None:
         """Record that `response` was the model's answer to `request`."""
-        before = len(self._wire(request).messages)
-        self._record(self._wire([*request, response]), before)
+        self._record(self._wire([*request, response]), self._wire(request))
 
     def made_from_body(self, body: Mapping[str, Any], response: AIMessage) -> None:
         """Record that `response` answered the request a real client sent as `body`."""
         sent = body_request(body)
         answer = self._wire([response]).messages
-        self._record(
-            WireRequest(sent.system, sent.tools, [*sent.messages, *answer]), len(sent.messages)
-        )
+        self._record(WireRequest(sent.system, sent.tools, [*sent.messages, *answer]), sent)
 
-    def _record(self, wire: WireRequest, before: int) -> None:
+    def _record(self, wire: WireRequest, request: WireRequest) -> None:
+        """The blocks of `wire` the request did not send are the answer's (an answer the
+        client joins to an assistant message before it, as after a compaction block,
+        included)."""
+        sent = {key for key, _ in _thinking_positions(request)}
         for key, position in _thinking_positions(wire):
-            if position.message >= before:
+            if key not in sent:
                 self._made_after[key] = _prefix_at(wire, position)
 
     def check(self, request: Sequence[BaseMessage]) -> OracleVerdict:

@@ -62,8 +62,10 @@ from langchain_context_governance.rules.turns import REQUEST_HAS_A_TURN
 __all__ = ["Profile", "resolve_profile"]
 
 _ORPHANS_PASS_NAME = DROP_ORPHANS
-# The turn order's code for a request whose first message is not a user's.
+# The turn order's codes for a request whose first message is not a user's, and for an
+# assistant turn right after another.
 _FIRST_NOT_USER = "first-not-user"
+_CONSECUTIVE_ASSISTANT = "consecutive-assistant"
 _BACKFILL_PASS_NAME = BACKFILL
 
 
@@ -153,11 +155,13 @@ class Profile:
         violations: list[Violation], messages: list[BaseMessage]
     ) -> list[Violation]:
         """`violations` without the turn order's "a user message first" where the request
-        opens with the provider's compaction block, which goes first."""
+        opens with the provider's compaction block, which goes first, nor its "no two
+        assistant turns in a row" for a turn kept after the block, which follows it."""
         first = next((i for i, m in enumerate(messages) if not is_system(m)), None)
         if first is None or not carries_provider_compaction(messages[first]):
             return violations
-        return [v for v in violations if not (v.rule == _FIRST_NOT_USER and v.index == first)]
+        allowed = {(_FIRST_NOT_USER, first), (_CONSECUTIVE_ASSISTANT, first + 1)}
+        return [v for v in violations if (v.rule, v.index) not in allowed]
 
     def repair(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], dict[str, int]]:
         """Run the repair of every rule, in order; the request and the changes by pass.

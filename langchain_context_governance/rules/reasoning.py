@@ -130,9 +130,10 @@ def _check_thinking_opens_the_tool_loop(request: list[BaseMessage]) -> list[Viol
     opening = tool_loop_opening(request)
     if opening is None or opens_with_thinking(request[opening]):
         return []
-    if reasoning_left_out(request[opening]):
-        # Left out on purpose: its prefix changed (see the bindings below). Only adaptive
-        # thinking binds to its prefix, and it needs no thinking block to open a turn.
+    if reasoning_left_out(request[opening]) or carries_provider_compaction(request[opening]):
+        # Left out on purpose: its prefix changed (see the bindings below); or the turn
+        # opens with a compaction block, which goes first. Only adaptive thinking binds to
+        # its prefix or compacts, and it needs no thinking block to open a turn.
         return []
     # Thinking is on for this turn where a message of the loop carries a thinking block
     # (interleaved thinking); the opening then lost its own, or something was put in front.

@@ -325,6 +325,34 @@ def test_a_provider_compaction_stands_for_everything_before_it(
                 assert first is compactions[0]
 
 
+def test_thinking_kept_after_an_on_demand_compaction_follows_the_block_directly() -> None:
+    """Compaction in the background: the summary replaced the turns sent to it, and a turn
+    the model took meanwhile (with its thinking) follows the block; Anthropic keeps that
+    thinking valid only where nothing comes between them."""
+    history = thinking_history(11)
+    at = calls(history)[3]
+    kept = history[at]
+    assert isinstance(kept, AIMessage)
+    summary = AIMessage([ANTHROPIC_BLOCK], id="summary")
+    compacted = [history[0], summary, *history[at:]]
+    governor = governor_for(compacted, 1.5, provider="anthropic")
+    oracle = PrefixOracle()
+    # The check accepts the swap: the kept turn counts as made right after the block.
+    oracle.made_from([history[0], summary], kept)
+    for call in calls(compacted)[2:]:
+        result = governor.govern(compacted[:call], thread_id="t")
+        request = result.messages
+        assert validate_messages(request, provider="anthropic") == [], call
+        verdict = oracle.check(request)
+        assert verdict.invalid == () and verdict.unknown == (), (call, verdict)
+        assert result.report.reasoning_dropped == ()
+        assert [m.id for m in request[1:3]] == ["summary", kept.id]
+        if call < len(compacted):
+            answer = compacted[call]
+            assert isinstance(answer, AIMessage)
+            oracle.made_from(request, answer)
+
+
 def test_a_compaction_block_is_counted_as_what_it_costs() -> None:
     summary = "the user asked for a fix; " * 400
     block = {"type": "compaction", "content": summary, "signature": "EuYB"}
