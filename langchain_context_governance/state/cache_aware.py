@@ -19,11 +19,12 @@ are cut too, the task first.
   down to the low watermark (one edit of the request, not a compaction now and another a
   few calls later), and that cut point is kept until the high watermark is crossed again.
 - reasoning is bound to the request it was made after (docs/reasoning.md), so edits
-  come where they cost the least of it: a call that starts a user turn edits already
-  past `TURN_START_SHARE` of the way from the low to the high watermark (the turn's
-  reasoning is then made after the edit), and a call inside a tool loop keeps the turn's
-  decisions while the request fits the budget. Each call point's edits say which
-  earlier messages' reasoning they put behind a changed prefix (`_Decisions.left_out`).
+  come where they cost the least of it: a call that starts a user turn after a reasoning
+  model's answer edits already past `TURN_START_SHARE` of the way from the low to the
+  high watermark (the turn's reasoning is then made after the edit), and a call inside a
+  tool loop keeps the turn's decisions while the request fits the budget. Each call
+  point's edits say which earlier messages' reasoning they put behind a changed prefix
+  (`_Decisions.left_out`).
 
 What a cut keeps, by protection class: the system messages; the current user turn (the
 newest group is never cut, and the latest user message before the cut is pinned); the
@@ -72,7 +73,11 @@ from langchain_context_governance._messages import (
     message_fingerprint,
 )
 from langchain_context_governance._packing import PackedInts, as_count, pack_ints, unpack_ints
-from langchain_context_governance._reasoning import opens_with_thinking, thinking_tool_loop_start
+from langchain_context_governance._reasoning import (
+    carries_bound_reasoning,
+    opens_with_thinking,
+    thinking_tool_loop_start,
+)
 from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.cut_note import cut_note
@@ -1051,15 +1056,27 @@ class CacheAwareReplay:
 
         The reasoning a model makes is bound to the request it was made after, and an edit
         invalidates what was made before it (docs/reasoning.md). A call that starts a user
-        turn edits already where the history is past `TURN_START_SHARE` of the way from the
-        low to the high watermark: the turn's reasoning is then made after the edit. A call
-        inside the turn's tool loop keeps the turn's decisions while the request fits the
-        budget, whatever the high watermark; other calls edit past the high watermark.
+        turn of a reasoning model (the user's message right after an answer that carries
+        reasoning bound to its prefix) edits already where the history is past
+        `TURN_START_SHARE` of the way from the low to the high watermark: the turn's
+        reasoning is then made after the edit. A call inside the turn's tool
+        loop keeps the turn's decisions while the request fits the budget, whatever the
+        high watermark; other calls edit past the high watermark.
         """
+        # System messages at the end do not end a turn or a loop: profiles move them.
+        while end > 0 and isinstance(history[end - 1], SystemMessage):
+            end -= 1
         if end == 0:
             return high
         last = history[end - 1]
-        if isinstance(last, HumanMessage) and added_kind(last) is None:
+        answer = history[end - 2] if end > 1 else None
+        if (
+            isinstance(last, HumanMessage)
+            and added_kind(last) is None
+            and isinstance(answer, AIMessage)
+            and carries_bound_reasoning(answer)
+            and not declared_tool_call_ids(answer)
+        ):
             return low + int((high - low) * TURN_START_SHARE)
         if isinstance(last, ToolMessage):
             return max(high, self._max_tokens)

@@ -385,8 +385,9 @@ def test_a_compaction_block_stays_first_and_unedited() -> None:
 
 def test_a_turn_start_edits_before_the_turn_s_reasoning_is_made() -> None:
     """Past half the way from the low to the high watermark, a call that starts a user turn
-    compacts; a call inside a tool loop at the same size does not (its turn's thinking
-    stays valid)."""
+    after a thinking model's answer compacts; a call inside a tool loop at the same size
+    does not (its turn's thinking stays valid), nor does one after an answer without
+    reasoning (an agent that does not think keeps the high watermark)."""
     from langchain_context_governance.state.cache_aware import CacheAwareReplay
     from langchain_context_governance.tokens.counter import get_token_counter
 
@@ -398,7 +399,8 @@ def test_a_turn_start_edits_before_the_turn_s_reasoning_is_made() -> None:
             ToolMessage("x" * 2_000, tool_call_id=f"toolu_{n}"),
         ]
 
-    earlier = [HumanMessage("task"), *[m for n in range(8) for m in loop(n)], AIMessage("done")]
+    done = AIMessage([{"type": "thinking", "thinking": "", "signature": "s-done"}, "done"])
+    earlier = [HumanMessage("task"), *[m for n in range(8) for m in loop(n)], done]
     counter = get_token_counter("approximate")
     size = counter.count_messages(earlier)
 
@@ -407,6 +409,8 @@ def test_a_turn_start_edits_before_the_turn_s_reasoning_is_made() -> None:
         return replay.plan(history).compacted
 
     assert compacted([*earlier, HumanMessage("next task")]) > 0
+    plain = [*earlier[:-1], AIMessage("done")]
+    assert compacted([*plain, HumanMessage("next task")]) == 0
     in_loop = [*earlier[:-1], *loop(99)]
     assert counter.count_messages(in_loop) >= size
     assert compacted(in_loop) == 0
