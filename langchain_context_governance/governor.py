@@ -12,13 +12,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
-from langchain_context_governance._added import added_kind
 from langchain_context_governance._messages import (
     calls_encoded_once,
     messages_to_govern,
@@ -26,7 +25,6 @@ from langchain_context_governance._messages import (
 )
 from langchain_context_governance._reasoning import (
     carries_bound_reasoning,
-    carries_provider_compaction,
     without_bound_reasoning,
 )
 from langchain_context_governance._settings import reject_unknown_settings
@@ -64,7 +62,12 @@ from langchain_context_governance.rules.continued import ContinuedRepair
 from langchain_context_governance.rules.profile import Profile, resolve_profile
 from langchain_context_governance.rules.templates import render_chat_template
 from langchain_context_governance.rules.validate import PROVIDERS
-from langchain_context_governance.state.binding import leave_out_stale_reasoning
+from langchain_context_governance.state.binding import (
+    StaleReasoning,
+    leave_out_stale_reasoning,
+    turns_around_compaction,
+    without_messages,
+)
 from langchain_context_governance.state.cache_aware import (
     DEFAULT_HIGH_WATERMARK,
     DEFAULT_KEEP_RECENT,
@@ -1001,59 +1004,27 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         history: RepairedHistory,
         given: list[BaseMessage],
     ) -> tuple[list[BaseMessage], tuple[int, ...]]:
-        """Step 6: what the provider checks of its own state. Where it takes its compaction
-        block first (Anthropic), the user turn the repairs put in front of it goes. Where it
-        binds reasoning to its prefix, the bound reasoning of every message whose prefix
-        changed since its call is left out (state/binding.py): by the decisions of the
-        cache-aware replay, else wherever the request differs from the repaired history
-        before it; and wherever steps 3 to 5 changed the request. Returns the request and
-        the indices of those messages among the `given` ones."""
+        """Step 6: what the provider checks of its own state (state/binding.py). Where it
+        takes its compaction block first (Anthropic), the user turns the repairs put around
+        it go. Where it binds reasoning to its prefix, the bound reasoning of every message
+        whose prefix changed since its call is left out: by the decisions of the replay, or
+        wherever the request differs from the repaired history before it; and wherever
+        steps 3 to 5 changed the request. Returns the request and the indices of those
+        messages among the `given` ones."""
         if not self._profile.bindings and not self._profile.compactions:
             return request, ()
-        candidates = None
         if plan is not None and plan.origins:
-            origins, left_out = plan.origins, plan.reasoning_left_out
-            planned = plan.messages
-            candidates = plan.reasoning_candidates()
-
-            def position_of(index: int) -> int | None:
-                made_from = origins[index]
-                return made_from[0] if len(made_from) == 1 else None
-
-            def still_bound(index: int, position: int) -> bool:
-                return not left_out.covers(position)
+            stale = StaleReasoning.of_replay(
+                plan.messages, plan.origins, plan.reasoning_left_out, plan.reasoning_candidates()
+            )
         else:
             repaired = history.to_list()
-            planned = repaired if plan is None else plan.messages
-            unchanged = next(
-                (i for i, (a, b) in enumerate(zip(planned, repaired, strict=False)) if a is not b),
-                min(len(planned), len(repaired)),
+            stale = StaleReasoning.of_repaired(
+                repaired if plan is None else plan.messages, repaired
             )
-            found: dict[int, int] = {}
-
-            def position_of(index: int) -> int | None:
-                if index < unchanged:
-                    return index
-                if not found:
-                    found.update((id(message), at) for at, message in enumerate(repaired))
-                return found.get(id(planned[index]))
-
-            def still_bound(index: int, position: int) -> bool:
-                return index < unchanged
-
         if self._profile.compactions:
-            request = _without(request, _turns_around_compaction(request))
-            removed = _turns_around_compaction(planned)
-            if removed:
-                # The repairs' turns around the block go on every call alike.
-                planned = _without(planned, removed)
-                unmoved = position_of
-
-                def position_of(index: int) -> int | None:
-                    for at in removed:
-                        index += at <= index
-                    return unmoved(index)
-
+            request = without_messages(request, turns_around_compaction(request))
+            stale = stale.without(turns_around_compaction(stale.planned))
         if not self._profile.bindings:
             return request, ()
         copies = state.reasoning_copies
@@ -1067,14 +1038,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 copies.put(position, (position,), history, copy)
             return copy
 
-        request, positions = leave_out_stale_reasoning(
-            request,
-            planned,
-            position_of=position_of,
-            still_bound=still_bound,
-            candidates=candidates,
-            stripped=stripped,
-        )
+        request, positions = stale.leave_out(request, stripped)
         indices = {
             index
             for position in positions
@@ -1509,34 +1473,6 @@ def _warn_current_turn_truncated(report: GovernanceReport) -> None:
         report.budget or 0,
         ", ".join(str(index) for index in report.truncated) or "?",
     )
-
-
-def _turns_around_compaction(messages: list[BaseMessage]) -> list[int]:
-    """The user turns governance put around a provider's compaction block that opens the
-    request: in front of it (the turn order wants a user first; Anthropic wants the block
-    first) and between it and an assistant turn kept after it (Anthropic: the kept turns
-    follow the block directly, or their thinking is behind a changed prefix)."""
-    first = 0
-    while first < len(messages) and isinstance(messages[first], SystemMessage):
-        first += 1
-    block = first + 1 if first < len(messages) and added_kind(messages[first]) else first
-    if block >= len(messages) or not carries_provider_compaction(messages[block]):
-        return []
-    turns = [first] if block > first else []
-    after = block + 1
-    if (
-        after + 1 < len(messages)
-        and added_kind(messages[after]) is not None
-        and isinstance(messages[after + 1], AIMessage)
-    ):
-        turns.append(after)
-    return turns
-
-
-def _without(messages: list[BaseMessage], indices: list[int]) -> list[BaseMessage]:
-    if not indices:
-        return messages
-    return [message for index, message in enumerate(messages) if index not in indices]
 
 
 def _warn_reasoning_dropped(report: GovernanceReport) -> None:

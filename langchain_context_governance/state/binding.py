@@ -31,14 +31,23 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
+from langchain_context_governance._added import added_kind
 from langchain_context_governance._reasoning import (
     carries_bound_reasoning,
+    carries_provider_compaction,
     without_bound_reasoning,
 )
 
-__all__ = ["MAX_RANGES", "LeftOut", "leave_out_stale_reasoning"]
+__all__ = [
+    "MAX_RANGES",
+    "LeftOut",
+    "StaleReasoning",
+    "leave_out_stale_reasoning",
+    "turns_around_compaction",
+    "without_messages",
+]
 
 # Ranges a record carries at most; an agent that edits in many places between bound
 # messages (the last resort on every call) merges its oldest ones instead.
@@ -174,3 +183,144 @@ def leave_out_stale_reasoning(
         if position is not None:
             left_out.append(position)
     return output, left_out
+
+
+@dataclass(frozen=True)
+class StaleReasoning:
+    """How to tell, in a request, which messages' bound reasoning lost its prefix.
+
+    `planned` is the request as the compaction policy made it; `position_of(index)` the
+    history position of its message at `index` (None for one governance made);
+    `still_bound(index, position)` whether the plan kept that message's prefix since its
+    call; `candidates` the only indices that may not have (None: any).
+    """
+
+    planned: Sequence[BaseMessage]
+    position_of: Callable[[int], int | None]
+    still_bound: Callable[[int, int], bool]
+    candidates: Iterable[int] | None = None
+
+    @classmethod
+    def of_replay(
+        cls,
+        planned: Sequence[BaseMessage],
+        origins: Sequence[tuple[int, ...]],
+        left_out: LeftOut,
+        candidates: Iterable[int] | None,
+    ) -> StaleReasoning:
+        """By the cache-aware replay's decisions: `origins` of each planned message, the
+        positions `left_out` covers."""
+
+        def position_of(index: int) -> int | None:
+            made_from = origins[index]
+            return made_from[0] if len(made_from) == 1 else None
+
+        return cls(
+            planned, position_of, lambda _, position: not left_out.covers(position), candidates
+        )
+
+    @classmethod
+    def of_repaired(
+        cls, planned: Sequence[BaseMessage], repaired: Sequence[BaseMessage]
+    ) -> StaleReasoning:
+        """Without the replay: a message keeps its prefix only where everything before it
+        is the repaired history itself."""
+        pairs = enumerate(zip(planned, repaired, strict=False))
+        unchanged = next(
+            (index for index, (a, b) in pairs if a is not b), min(len(planned), len(repaired))
+        )
+        found: dict[int, int] = {}
+
+        def position_of(index: int) -> int | None:
+            if index < unchanged:
+                return index
+            if not found:
+                found.update((id(message), at) for at, message in enumerate(repaired))
+            return found.get(id(planned[index]))
+
+        return cls(planned, position_of, lambda index, _: index < unchanged)
+
+    def without(self, removed: Sequence[int]) -> StaleReasoning:
+        """The same, for the planned request without the messages at `removed` (sorted):
+        what every call takes out alike changes no prefix."""
+        if not removed:
+            return self
+        unmoved = self.position_of
+        still_bound = self.still_bound
+
+        def moved(index: int) -> int:
+            for at in removed:
+                index += at <= index
+            return index
+
+        def position_of(index: int) -> int | None:
+            return unmoved(moved(index))
+
+        candidates = None
+        if self.candidates is not None:
+            taken = set(removed)
+            candidates = [
+                index - sum(at < index for at in removed)
+                for index in self.candidates
+                if index not in taken
+            ]
+        return StaleReasoning(
+            without_messages(self.planned, removed),
+            position_of,
+            lambda index, position: still_bound(moved(index), position),
+            candidates,
+        )
+
+    def leave_out(
+        self,
+        request: list[BaseMessage],
+        stripped: Callable[[AIMessage, int | None], AIMessage] | None = None,
+    ) -> tuple[list[BaseMessage], list[int]]:
+        """`leave_out_stale_reasoning` of `request` against this plan."""
+        return leave_out_stale_reasoning(
+            request,
+            self.planned,
+            position_of=self.position_of,
+            still_bound=self.still_bound,
+            candidates=self.candidates,
+            stripped=stripped,
+        )
+
+
+def turns_around_compaction(messages: Sequence[BaseMessage]) -> list[int]:
+    """The user turns governance put around a provider's compaction block that opens the
+    request: in front of it (the turn order wants a user first; Anthropic wants the block
+    first) and between it and an assistant turn kept after it (Anthropic: the kept turns
+    follow the block directly, or their thinking is behind a changed prefix).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage, SystemMessage
+        >>> from langchain_context_governance._added import synthetic_user_turn
+        >>> summary = AIMessage([{"type": "compaction", "content": "...", "signature": "Eu"}])
+        >>> kept = AIMessage("meanwhile")
+        >>> request = [SystemMessage("s"), synthetic_user_turn(), summary,
+        ...            synthetic_user_turn(), kept, HumanMessage("go")]
+        >>> turns_around_compaction(request)
+        [1, 3]
+    """
+    first = 0
+    while first < len(messages) and isinstance(messages[first], SystemMessage):
+        first += 1
+    block = first + 1 if first < len(messages) and added_kind(messages[first]) else first
+    if block >= len(messages) or not carries_provider_compaction(messages[block]):
+        return []
+    turns = [first] if block > first else []
+    after = block + 1
+    if (
+        after + 1 < len(messages)
+        and added_kind(messages[after]) is not None
+        and isinstance(messages[after + 1], AIMessage)
+    ):
+        turns.append(after)
+    return turns
+
+
+def without_messages(messages: Sequence[BaseMessage], removed: Sequence[int]) -> list[BaseMessage]:
+    """`messages` without those at the indices `removed`."""
+    taken = set(removed)
+    return [message for index, message in enumerate(messages) if index not in taken]
