@@ -620,7 +620,25 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="no estimate error table, no 20 MB result timing (benchmarks/counting.py)",
     )
+    parser.add_argument(
+        "--skip-thinking",
+        action="store_true",
+        help="no thinking-agent replay under the prefix check (benchmarks/thinking.py)",
+    )
     return parser.parse_args(argv)
+
+
+def run_thinking_agents(arguments: argparse.Namespace) -> list[Target]:
+    """Thinking agents replayed call by call, judged by the prefix oracle."""
+    from benchmarks.thinking import SEEDS, run_thinking, thinking_section
+
+    seeds = SEEDS[:2] if arguments.quick else SEEDS
+    _progress(f"thinking agents: {len(seeds)} histories, every policy, two budgets")
+    table, targets = thinking_section(run_thinking(seeds))
+    print(f"\n## Thinking agents: reasoning bound to its prefix ({len(seeds)} histories)\n")
+    print(table)
+    print("\n" + render_targets(targets))
+    return targets
 
 
 def run_counting(arguments: argparse.Namespace) -> None:
@@ -664,6 +682,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         targets += run_tool_heavy(arguments)
     if not arguments.skip_offload and governor_available():
         targets += run_offload(arguments)
+    if not arguments.skip_thinking and governor_available():
+        targets += run_thinking_agents(arguments)
     if not arguments.skip_counting and governor_available():
         run_counting(arguments)
     print("\n## Targets\n")

@@ -49,6 +49,7 @@ from langchain_context_governance.rules.continued import ContinuedRepair
 from langchain_context_governance.rules.profile import Profile, resolve_profile
 from langchain_context_governance.rules.templates import render_chat_template
 from langchain_context_governance.settings import GovernorSettings, reject_unknown_settings
+from langchain_context_governance.state.binding import leave_out_stale_reasoning
 from langchain_context_governance.state.cache_aware import CacheAwareReplay
 from langchain_context_governance.state.conversation import Conversations, ConversationState
 from langchain_context_governance.state.record import (
@@ -378,7 +379,7 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
                 state.summary = summary_kept(state.summary, job, self._summarize(job))
                 state.previous_request = previous
                 result = self._govern_with(state, original, tools_tokens, overflows, offload)[0]
-            result = self._with_record(state, result, original)
+            result = self._with_record(state, result, original, given)
         self._store_record(thread_id, result.record)
         if offload is not None and thread_id is not None:
             self._keep_offloaded(thread_id, offload)
@@ -412,7 +413,7 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
                 state.summary = summary_kept(state.summary, job, await self._asummarize(job))
                 state.previous_request = previous
                 result = self._govern_with(state, original, tools_tokens, overflows, offload)[0]
-            result = self._with_record(state, result, original)
+            result = self._with_record(state, result, original, given)
         await self._astore_record(thread_id, result.record)
         if offload is not None and thread_id is not None:
             await self._akeep_offloaded(thread_id, offload)
@@ -453,16 +454,20 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         record: Mapping[str, Any] | None,
         given: list[BaseMessage],
     ) -> list[BaseMessage]:
-        """`given` with their contents checked (`readable_contents`), once `state` took
-        up `record`: the messages a record's decisions were taken up for were read by
-        that pass, which found whether their contents need a look (`checked_before`).
+        """`given` from the newest provider compaction on (`ConversationState.
+        provider_window`: what it stands for is never sent again), with their contents
+        checked (`readable_contents`), once `state` took up `record`: the messages a
+        record's decisions were taken up for were read by that pass, which found whether
+        their contents need a look (`checked_before`).
 
         The record is read before the check, as a history is compared before its
         contents are checked (a `None` content read as ""); a content that cannot be
         read is then a ValueError naming its index.
         """
-        self._continue_from_record(state, record, given)
-        return readable_contents(given, start=state.repairs.checked_before(given))
+        found, _, start = state.provider_window(given)
+        window = given if start is None else list(found)
+        self._continue_from_record(state, record, window)
+        return readable_contents(window, start=state.repairs.checked_before(window))
 
     def _continue_from_record(
         self,
@@ -492,10 +497,22 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
             logger.debug("context governance: the record was written for another history")
 
     def _with_record(
-        self, state: ConversationState, result: GovernanceResult, messages: list[BaseMessage]
+        self,
+        state: ConversationState,
+        result: GovernanceResult,
+        messages: list[BaseMessage],
+        given: list[BaseMessage],
     ) -> GovernanceResult:
+        """`result` with the conversation's record after this call on `messages` (the
+        `given` ones from the newest provider compaction on), its report by `given`'s
+        indices."""
         record = state.to_record(settings=self._settings_digest, history=messages)
-        return dataclasses.replace(result, record=record.to_dict())
+        report = result.report
+        if messages is not given:
+            _, leading, start = state.provider_window(given)
+            if start is not None:
+                report = _in_given(report, len(given), leading, start)
+        return dataclasses.replace(result, report=report, record=record.to_dict())
 
     def _stored_record(self, thread_id: str | None) -> Mapping[str, Any] | None:
         if self.store is None or thread_id is None:
@@ -585,6 +602,16 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
             state.start_over()
             governed, changes = self._minimal_repair(original)
             call = None
+        dropped: tuple[int, ...] = ()
+        if call is None and pipeline.profile.bindings:
+            # What the minimal repair changed (or added) is before everything after it.
+            governed, positions = leave_out_stale_reasoning(
+                governed,
+                original,
+                position_of=lambda index: index,
+                still_bound=lambda index, position: True,
+            )
+            dropped = tuple(positions)
         calibration = pipeline.calibration_for(call.plan if call else None, overflows)
         report = report_of(
             pipeline,
@@ -594,9 +621,13 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
             call,
             fixed_tokens=fixed_tokens,
             calibration=calibration,
+            dropped=dropped,
         )
         logger.debug("context governance report: %s", report)
         job = call.summary_job if call is not None else None
+        if job is None and report.reasoning_dropped and not state.reasoning_warned:
+            state.reasoning_warned = True
+            _warn_reasoning_dropped(report)
         fit = call.fit if call is not None else None
         if job is None and fit is not None and fit.current_turn_truncated and fit.within_budget:
             self._warn_truncated_once(state, report, len(original))
@@ -753,6 +784,39 @@ def _warn_current_turn_truncated(report: GovernanceReport) -> None:
         "and a tail around a marker (messages %s).",
         report.budget or 0,
         ", ".join(str(index) for index in report.truncated) or "?",
+    )
+
+
+def _in_given(report: GovernanceReport, given: int, leading: int, start: int) -> GovernanceReport:
+    """`report` of the messages from a provider compaction at `start` on (after the
+    `leading` system messages), by the indices of all `given` messages: what the
+    compaction stands for is cut."""
+
+    def index(position: int) -> int:
+        return position if position < leading else position - leading + start
+
+    cut = tuple((index(low), index(high - 1) + 1) for low, high in report.cut)
+    return dataclasses.replace(
+        report,
+        messages_before=given,
+        compacted=tuple(map(index, report.compacted)),
+        cut=((leading, start), *cut) if start > leading else cut,
+        truncated=tuple(map(index, report.truncated)),
+        kept=tuple((index(position), why) for position, why in report.kept),
+        reasoning_dropped=tuple(map(index, report.reasoning_dropped)),
+    )
+
+
+def _warn_reasoning_dropped(report: GovernanceReport) -> None:
+    """Reasoning left out is never silent: one WARNING per conversation."""
+    logger.warning(
+        "context governance: the reasoning (thinking blocks, reasoning items) of messages %s "
+        "was left out of the request: compaction, a cut, the note or a repair changed what "
+        "came before it, and the provider binds reasoning to the exact prefix it was made "
+        "after (Anthropic answers 400, OpenAI drops it). The model loses that earlier "
+        "reasoning and may redo it (more output tokens); what it reasons from now on stays "
+        "valid. See docs/reasoning.md.",
+        ", ".join(map(str, report.reasoning_dropped)),
     )
 
 

@@ -10,7 +10,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Literal, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
 from langchain_core.tools import BaseTool
@@ -59,6 +59,11 @@ _SIZE_SETTING = "context_window_tokens"
 _PROFILE_SETTINGS = ("provider", "chat_template")
 # The tools sent are the request's, on each call.
 _PER_CALL = ("tools",)
+# Anthropic's request setting for thinking blocks that fail the prefix check, and the
+# beta it needs (platform.claude.com/docs/en/build-with-claude/preserved-thinking).
+PrefixMismatchBehavior = Literal["drop_block", "error"]
+BINDING_CONTROLS_BETA = "thinking-binding-controls-2026-08-01"
+_PREFIX_BINDING_MISMATCH = "prefix_binding_mismatch"
 
 
 class GovernedAgentState(AgentState[Any]):
@@ -135,6 +140,65 @@ class _GovernorsByModel:
         return self._governor.model_copy(update=profile)
 
 
+class _BindingControls:
+    """Anthropic models copied with `thinking.block_binding.prefix_mismatch_behavior` set
+    and its beta, one copy per model called; other models as they are."""
+
+    def __init__(self, behavior: PrefixMismatchBehavior | None) -> None:
+        self._behavior = behavior
+        self._by_model: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def for_model(self, model: Any) -> Any:
+        if self._behavior is None or not _takes_binding_controls(model):
+            return model
+        with self._lock:
+            found = self._by_model.get(id(model))
+            if found is not None and found[0] is model:
+                return found[1]
+        thinking = dict(model.thinking or {"type": "adaptive"})
+        thinking["block_binding"] = {"prefix_mismatch_behavior": self._behavior}
+        betas = [*(model.betas or []), BINDING_CONTROLS_BETA]
+        controlled = model.model_copy(update={"thinking": thinking, "betas": betas})
+        with self._lock:
+            self._by_model[id(model)] = (model, controlled)
+            if len(self._by_model) > MAX_GOVERNED_MODELS:
+                self._by_model.popitem(last=False)
+        return controlled
+
+
+def _takes_binding_controls(model: Any) -> bool:
+    """A langchain-anthropic chat model that thinks (enabled or adaptive, or by default)."""
+    if not type(model).__module__.startswith("langchain_anthropic"):
+        return False
+    thinking = getattr(model, "thinking", None)
+    return hasattr(model, "betas") and (thinking is None or thinking.get("type") != "disabled")
+
+
+def _log_dropped_thinking(response: Any) -> None:
+    """Never silent: thinking the API dropped for a prefix that changed, which governance
+    did not change (the application's own edits of the history, `system` or `tools`)."""
+    messages = getattr(response, "result", [response])
+    for message in messages if isinstance(messages, list) else [messages]:
+        if not isinstance(message, AIMessage):
+            continue
+        changes = message.response_metadata.get("input_transformations") or []
+        dropped = [
+            c
+            for c in changes
+            if isinstance(c, Mapping) and c.get("reason") == _PREFIX_BINDING_MISMATCH
+        ]
+        if dropped:
+            logger.warning(
+                "context governance: Anthropic dropped %d thinking block(s) whose prefix "
+                "changed since they were made (first at %s): something other than governance "
+                "edited the history, the system prompt or the tools; the model redoes that "
+                "reasoning.",
+                len(dropped),
+                dropped[0].get("path"),
+            )
+
+
 class ContextGovernanceMiddleware(AgentMiddleware[GovernedAgentState, Any, Any]):
     """Govern each model request of a `create_agent` agent; the agent state stays whole.
 
@@ -161,6 +225,17 @@ class ContextGovernanceMiddleware(AgentMiddleware[GovernedAgentState, Any, Any])
     with which the agent reads it back by the handle shown where it was (docs/offload.md).
     Without a thread (no checkpointer), nothing is kept and no handle is shown.
 
+    Governance leaves out, on purpose, the reasoning whose prefix it changed
+    (docs/reasoning.md). `prefix_mismatch_behavior` (off by default) also sets Anthropic's
+    `thinking.block_binding.prefix_mismatch_behavior` (with its beta header) on the calls
+    of thinking langchain-anthropic models: "drop_block" has the API drop, rather than
+    refuse with a 400, thinking whose prefix changed elsewhere (the application editing
+    the history, the system prompt or the tools); "error" asks for the 400 on accounts
+    that are not enforced by default. Its cost: on an account created before 2026-08-31
+    the check is then enforced, so thinking the API would have used is dropped, and the
+    model redoes that reasoning (more output tokens); each drop the API reports is logged
+    as a WARNING.
+
     Example:
         >>> from langchain.agents import create_agent
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -174,7 +249,18 @@ class ContextGovernanceMiddleware(AgentMiddleware[GovernedAgentState, Any, Any])
 
     state_schema = GovernedAgentState
 
-    def __init__(self, governor: ContextGovernor | None = None, **settings: Any) -> None:
+    def __init__(
+        self,
+        governor: ContextGovernor | None = None,
+        *,
+        prefix_mismatch_behavior: PrefixMismatchBehavior | None = None,
+        **settings: Any,
+    ) -> None:
+        if prefix_mismatch_behavior not in (None, "drop_block", "error"):
+            raise ValueError(
+                "prefix_mismatch_behavior must be 'drop_block', 'error' or None, "
+                f"got {prefix_mismatch_behavior!r}"
+            )
         if governor is None:
             # Offload is on by default here: the middleware gives the agent the tool that
             # reads back what governance took out of its requests.
@@ -188,7 +274,9 @@ class ContextGovernanceMiddleware(AgentMiddleware[GovernedAgentState, Any, Any])
                 f"got a governor and {sorted(settings)}"
             )
         self.governor = governor
+        self.prefix_mismatch_behavior = prefix_mismatch_behavior
         self._governors = _GovernorsByModel(governor)
+        self._controls = _BindingControls(prefix_mismatch_behavior)
         self.tools = [self._read_context_tool()] if governor.offload else []
 
     def _read_context_tool(self) -> BaseTool:
@@ -208,13 +296,19 @@ class ContextGovernanceMiddleware(AgentMiddleware[GovernedAgentState, Any, Any])
     ) -> ModelCallResult[Any]:
         """Call the model on the governed request; after a refusal for length, govern
         again to fit and retry (`overflow_retries` times, see overflow.py)."""
-        call = _GovernedCall(self._governors.for_model(request.model), request)
+        call = _GovernedCall(
+            self._governors.for_model(request.model),
+            request,
+            self._controls.for_model(request.model),
+        )
         response = call_with_overflow_recovery(
             call.govern,
             lambda result: handler(call.request_for(result)),
             retries=call.governor.overflow_retries,
             mark=_with_overflows_marked,
         )
+        if self.prefix_mismatch_behavior is not None:
+            _log_dropped_thinking(response)
         return call.with_record(response)
 
     async def awrap_model_call(
@@ -223,13 +317,19 @@ class ContextGovernanceMiddleware(AgentMiddleware[GovernedAgentState, Any, Any])
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelCallResult[Any]:
         """`wrap_model_call` for async agents."""
-        call = _GovernedCall(self._governors.for_model(request.model), request)
+        call = _GovernedCall(
+            self._governors.for_model(request.model),
+            request,
+            self._controls.for_model(request.model),
+        )
         response = await acall_with_overflow_recovery(
             call.agovern,
             lambda result: handler(call.request_for(result)),
             retries=call.governor.overflow_retries,
             mark=_with_overflows_marked,
         )
+        if self.prefix_mismatch_behavior is not None:
+            _log_dropped_thinking(response)
         return call.with_record(response)
 
 
@@ -237,9 +337,11 @@ class _GovernedCall:
     """One model call's request governed: its messages with the system message, the tools
     it sends, the conversation's record from the agent state; the last result kept."""
 
-    def __init__(self, governor: ContextGovernor, request: ModelRequest[Any]) -> None:
+    def __init__(self, governor: ContextGovernor, request: ModelRequest[Any], model: Any) -> None:
         self.governor = governor
         self._request = request
+        # The model called: the request's, or its copy with Anthropic's binding controls.
+        self._model = model
         self._sent: list[BaseMessage] = [*request.messages]
         if request.system_message is not None:
             self._sent.insert(0, request.system_message)
@@ -282,6 +384,12 @@ class _GovernedCall:
             and isinstance(governed[0], SystemMessage)
         ):
             system, governed = governed[0], governed[1:]
+        if self._model is not self._request.model:
+            return self._request.override(
+                system_message=system,
+                messages=cast("list[AnyMessage]", governed),
+                model=self._model,
+            )
         return self._request.override(
             system_message=system, messages=cast("list[AnyMessage]", governed)
         )

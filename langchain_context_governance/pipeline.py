@@ -13,7 +13,10 @@
    and run step 3 on that plan: the request fits, and governing it again changes nothing;
 5. the last resort, only where the request is still over budget: compact the newest
    results, then cut text by protection class, the current turn last;
-6. find the summary the cut needs, if a summary model is set (the governor asks for it
+6. the provider's own state: where it binds reasoning to the exact prefix it was made
+   after, the reasoning of messages whose prefix an edit changed is left out on purpose
+   (docs/reasoning.md); a provider compaction block goes first;
+7. find the summary the cut needs, if a summary model is set (the governor asks for it
    once per cut and runs the steps again with it).
 
 Thresholds compare counts corrected by the calibration (tokens/calibration.py). Where a
@@ -23,7 +26,7 @@ pairing repairs, alternation and the provider rules of the whole list, with no s
 Example:
     >>> [name for name, _ in STEPS]  # doctest: +NORMALIZE_WHITESPACE
     ['repair the history', 'compact and cut', 'user turn and request rules',
-     'plan again for what the rules added', 'last resort', 'summary job']
+     'plan again for what the rules added', 'last resort', 'provider state', 'summary job']
 """
 
 from __future__ import annotations
@@ -32,8 +35,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from langchain_context_governance._reasoning import (
+    carries_bound_reasoning,
+    without_bound_reasoning,
+)
 from langchain_context_governance.offload import Offload
 from langchain_context_governance.passes._names import (
     ALTERNATION,
@@ -59,6 +66,11 @@ from langchain_context_governance.passes.snip import snip_history_with_count
 from langchain_context_governance.passes.truncate import BudgetFit, fit_to_budget
 from langchain_context_governance.report import GovernanceReport
 from langchain_context_governance.rules.profile import Profile
+from langchain_context_governance.state.binding import (
+    StaleReasoning,
+    turns_around_compaction,
+    without_messages,
+)
 from langchain_context_governance.state.cache_aware import CompactionPlan
 from langchain_context_governance.state.conversation import ConversationState
 from langchain_context_governance.state.record import PreviousRequest
@@ -98,6 +110,8 @@ class Call:
     # The request the last resort was given, and what it did (None where it did not run).
     before_last_resort: list[BaseMessage] = field(default_factory=list)
     fit: BudgetFit | None = None
+    # Input indices of the messages whose bound reasoning step 6 left out.
+    reasoning_dropped: tuple[int, ...] = ()
     summary_job: SummaryJob | None = None
 
     @property
@@ -316,8 +330,56 @@ def last_resort(pipeline: Pipeline, call: Call) -> None:
     call.request = call.fit.messages
 
 
+def provider_state(pipeline: Pipeline, call: Call) -> None:
+    """Step 6: what the provider checks of its own state (state/binding.py). Where it takes
+    its compaction block first (Anthropic), the user turns the repairs put around it go.
+    Where it binds reasoning to its prefix, the bound reasoning of every message whose
+    prefix changed since its call is left out, on purpose: by the decisions of the replay,
+    or wherever the request differs from the repaired history before it; and wherever
+    steps 3 to 5 changed the request. `call.reasoning_dropped` gets the indices of those
+    messages among the caller's."""
+    profile, plan, history = pipeline.profile, call.plan, call.history
+    if not profile.bindings and not profile.compactions:
+        return
+    if plan is not None and plan.origins:
+        stale = StaleReasoning.of_replay(
+            plan.messages, plan.origins, plan.reasoning_left_out, plan.reasoning_candidates()
+        )
+    else:
+        repaired = history.to_list()
+        stale = StaleReasoning.of_repaired(repaired if plan is None else plan.messages, repaired)
+    if profile.compactions:
+        call.request = without_messages(call.request, turns_around_compaction(call.request))
+        stale = stale.without(turns_around_compaction(stale.planned))
+    if not profile.bindings:
+        return
+    copies = call.state.reasoning_copies
+
+    def stripped(message: AIMessage, position: int | None) -> AIMessage:
+        if position is None or history[position] is not message:
+            return without_bound_reasoning(message)
+        copy: AIMessage | None = copies.get(position, (position,), history)
+        if copy is None:
+            copy = without_bound_reasoning(message)
+            copies.put(position, (position,), history, copy)
+        return copy
+
+    call.request, positions = stale.leave_out(call.request, stripped)
+    given = call.messages
+    call.reasoning_dropped = tuple(
+        sorted(
+            {
+                index
+                for position in positions
+                for index in _covered(history, position, len(given))
+                if carries_bound_reasoning(given[index])
+            }
+        )
+    )
+
+
 def find_summary_job(pipeline: Pipeline, call: Call) -> None:
-    """Step 6: what the summary of this call's cut is made of, where one is wanted and
+    """Step 7: what the summary of this call's cut is made of, where one is wanted and
     missing (the governor asks the summary model, then runs the steps again)."""
     plan = call.plan
     if not pipeline.summarizes or plan is None or plan.cut == 0 or plan.omitted == 0:
@@ -337,6 +399,7 @@ STEPS: tuple[tuple[str, Step], ...] = (
     ("user turn and request rules", user_turn_and_rules),
     ("plan again for what the rules added", plan_again_for_the_rules),
     ("last resort", last_resort),
+    ("provider state", provider_state),
     ("summary job", find_summary_job),
 )
 """The steps of every call, in order (see the module doc)."""
@@ -358,10 +421,12 @@ def report_of(
     *,
     fixed_tokens: int,
     calibration: Calibration,
+    dropped: tuple[int, ...] = (),
 ) -> GovernanceReport:
     """The report: token figures from what this call measured where it did, and which
     messages (by input index) were compacted, cut, truncated or kept by protection;
-    `call` is None where the steps failed and the fallback was sent."""
+    `call` is None where the steps failed and the fallback was sent (which left out the
+    reasoning of `dropped`)."""
     plan = call.plan if call is not None else None
     if call is None or call.read is None:
         tokens_before = pipeline.request_tokens(original, fixed_tokens)
@@ -384,6 +449,7 @@ def report_of(
         unchanged_prefix_tokens=plan.unchanged_prefix_tokens if plan else None,
         calibration_factor=calibration.factor,
         profile=pipeline.profile.name,
+        reasoning_dropped=call.reasoning_dropped if call is not None else dropped,
         **details,
     )
 

@@ -61,6 +61,9 @@ class GovernanceReport:
     calibration_factor: float = 1.0
     # The provider profile the request was repaired for (see `ContextGovernor.profile`).
     profile: str = ""
+    # Input indices of the messages sent without their bound reasoning (thinking blocks,
+    # reasoning items): an edit changed the prefix it was made after (docs/reasoning.md).
+    reasoning_dropped: tuple[int, ...] = ()
 
     @property
     def corrected_tokens_after(self) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -112,11 +112,13 @@ _RESPONSES: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class CapturedRequest:
-    """One request the server received: the client's path prefix, full path and JSON body."""
+    """One request the server received: the client's path prefix, full path, JSON body,
+    and headers (lowercase names)."""
 
     prefix: str
     path: str
     body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,8 @@ class _RecordingHandler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(length) or b"{}")
         prefix = self.path.strip("/").split("/", 1)[0]
         with self.server.lock:
-            self.server.captured.append(CapturedRequest(prefix, self.path, body))
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            self.server.captured.append(CapturedRequest(prefix, self.path, body, headers))
             queued = self.server.replies.get(prefix)
             reply = queued.pop(0) if queued else None
         if reply is None and self.path.endswith("/responses"):

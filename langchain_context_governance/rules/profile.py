@@ -34,12 +34,21 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from langchain_context_governance._added import synthetic_user_turn
+from langchain_context_governance._messages import is_system
+from langchain_context_governance._reasoning import carries_provider_compaction
 from langchain_context_governance.passes._names import BACKFILL, DROP_ORPHANS
 from langchain_context_governance.passes.backfill import backfill_missing_tool_results_with_count
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
 from langchain_context_governance.rules.ids import (
     UNIQUE_TOOL_CALL_IDS,
     give_reused_call_ids_fresh_ids,
+)
+from langchain_context_governance.rules.reasoning import (
+    PROVIDER_COMPACTIONS,
+    PrefixBinding,
+    ProviderCompaction,
+    check_against_history,
+    prefix_bindings,
 )
 from langchain_context_governance.rules.rule import (
     ALTERNATION_PASS_NAME,
@@ -53,6 +62,10 @@ from langchain_context_governance.rules.turns import REQUEST_HAS_A_TURN
 __all__ = ["Profile", "resolve_profile"]
 
 _ORPHANS_PASS_NAME = DROP_ORPHANS
+# The turn order's codes for a request whose first message is not a user's, and for an
+# assistant turn right after another.
+_FIRST_NOT_USER = "first-not-user"
+_CONSECUTIVE_ASSISTANT = "consecutive-assistant"
 _BACKFILL_PASS_NAME = BACKFILL
 
 
@@ -87,18 +100,35 @@ class Profile:
         return tuple(rule.between for rule in self.rules if rule.between is not None)
 
     @functools.cached_property
+    def bindings(self) -> tuple[PrefixBinding, ...]:
+        """The provider's bindings of reasoning to its prefix (rules/reasoning.py)."""
+        return prefix_bindings(self.provider)
+
+    @functools.cached_property
+    def compactions(self) -> tuple[ProviderCompaction, ...]:
+        """Where the provider takes its own compaction block back (rules/reasoning.py)."""
+        return tuple(c for c in PROVIDER_COMPACTIONS if self.provider in c.profiles)
+
+    @functools.cached_property
     def unique_call_ids(self) -> bool:
         """Whether the profile wants every call id once in a request (Anthropic, Gemini)."""
         return UNIQUE_TOOL_CALL_IDS in self.rules
 
     def check(
-        self, messages: list[BaseMessage], *, tools: Sequence[Any] | None = None
+        self,
+        messages: list[BaseMessage],
+        *,
+        tools: Sequence[Any] | None = None,
+        history: Sequence[BaseMessage] | None = None,
     ) -> list[Violation]:
         """Every rule of the profile that the request `messages` breaks, in message order.
 
         With a chat template, its own error on the request (rendered with `tools`, the
         request's tool definitions, or stand-ins) comes first, at index -1. An empty
-        request (or one of system messages only) reports only that.
+        request (or one of system messages only) reports only that. With `history` (the
+        conversation the request was made from), reasoning the provider binds to its
+        prefix is checked against it too (`rules.reasoning.check_against_history`). Where
+        the provider takes its compaction block first, that block may open the request.
         """
         template_violations: list[Violation] = []
         if self.chat_template is not None:
@@ -110,8 +140,28 @@ class Profile:
         if empty:
             return [*template_violations, *empty]
         violations = [violation for rule in self.rules for violation in rule.check(messages)]
+        for compaction in self.compactions:
+            violations = [
+                *self._compaction_may_open(violations, messages),
+                *compaction.check(messages),
+            ]
+        if history is not None and self.bindings:
+            violations += check_against_history(messages, history, provider=self.provider)
         violations.sort(key=lambda violation: violation.index)
         return [*template_violations, *violations]
+
+    @staticmethod
+    def _compaction_may_open(
+        violations: list[Violation], messages: list[BaseMessage]
+    ) -> list[Violation]:
+        """`violations` without the turn order's "a user message first" where the request
+        opens with the provider's compaction block, which goes first, nor its "no two
+        assistant turns in a row" for a turn kept after the block, which follows it."""
+        first = next((i for i, m in enumerate(messages) if not is_system(m)), None)
+        if first is None or not carries_provider_compaction(messages[first]):
+            return violations
+        allowed = {(_FIRST_NOT_USER, first), (_CONSECUTIVE_ASSISTANT, first + 1)}
+        return [v for v in violations if (v.rule, v.index) not in allowed]
 
     def repair(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], dict[str, int]]:
         """Run the repair of every rule, in order; the request and the changes by pass.

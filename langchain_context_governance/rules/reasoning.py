@@ -39,20 +39,28 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
 from langchain_context_governance._messages import is_tool_result
 from langchain_context_governance._reasoning import (
     GEMINI_SIGNATURES_KEY,
+    SIGNED_THINKING_TYPES,
+    carries_provider_compaction,
     opens_with_thinking,
+    provider_compaction_start,
+    reasoning_left_out,
     signed_thinking_blocks,
     tool_loop_opening,
 )
 from langchain_context_governance.passes.alternation import enforce_role_alternation_with_count
 from langchain_context_governance.rules.rule import (
+    Check,
+    Repair,
     Rule,
     Violation,
     map_messages,
@@ -62,11 +70,21 @@ from langchain_context_governance.rules.rule import (
 from langchain_context_governance.rules.tool_traffic import write_tool_calls_as_text
 
 __all__ = [
+    "ANTHROPIC_COMPACTION_FIRST",
+    "ANTHROPIC_THINKING_BOUND_TO_ITS_PREFIX",
+    "OPENAI_REASONING_BOUND_TO_ITS_PREFIX",
     "OPENAI_REASONING_ITEMS",
+    "PREFIX_BINDINGS",
+    "PROVIDER_COMPACTIONS",
     "REASONING_CONTENT_WITH_TOOL_CALLS",
     "SIGNED_THINKING_BLOCKS",
     "THINKING_OPENS_THE_TOOL_LOOP",
     "THOUGHT_SIGNATURES_WITH_THEIR_CALLS",
+    "PrefixBinding",
+    "ProviderCompaction",
+    "check_against_history",
+    "compaction_first",
+    "prefix_bindings",
 ]
 
 _REASONING_CONTENT = "reasoning_content"
@@ -111,6 +129,11 @@ def drop_unsigned_thinking_blocks(messages: list[BaseMessage]) -> tuple[list[Bas
 def _check_thinking_opens_the_tool_loop(request: list[BaseMessage]) -> list[Violation]:
     opening = tool_loop_opening(request)
     if opening is None or opens_with_thinking(request[opening]):
+        return []
+    if reasoning_left_out(request[opening]) or carries_provider_compaction(request[opening]):
+        # Left out on purpose: its prefix changed (see the bindings below); or the turn
+        # opens with a compaction block, which goes first. Only adaptive thinking binds to
+        # its prefix or compacts, and it needs no thinking block to open a turn.
         return []
     # Thinking is on for this turn where a message of the loop carries a thinking block
     # (interleaved thinking); the opening then lost its own, or something was put in front.
@@ -448,3 +471,293 @@ THINKING_OPENS_THE_TOOL_LOOP = Rule(
     repair=close_the_tool_loop_as_text,
     profiles=profiles("anthropic", "strict"),
 )
+
+
+# --- reasoning bound to its prefix ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrefixBinding:
+    """A provider's binding of reasoning to the prefix it was made after.
+
+    Unlike a `Rule`, it cannot be checked on a request alone: whether a block is still
+    behind its prefix depends on what was sent when it was made. The governor keeps track
+    of that (state/binding.py) and leaves such blocks out where it changed their prefix;
+    `check_against_history` checks a request against the history it was made from.
+    `outcome` says what the provider does with a block whose prefix changed.
+    """
+
+    name: str
+    code: str
+    block_types: frozenset[str]
+    block_types_phrase: str
+    models: str
+    outcome: str
+    prevents: str
+    source: str
+    profiles: frozenset[str]
+
+
+ANTHROPIC_THINKING_BOUND_TO_ITS_PREFIX = PrefixBinding(
+    name="thinking-bound-to-its-prefix",
+    code="thinking-prefix-changed",
+    block_types=SIGNED_THINKING_TYPES,
+    block_types_phrase="thinking blocks",
+    models=(
+        "Claude models with preserved thinking that run the prefix check: Claude Fable 5.1 "
+        "and later, Claude Opus 5.5, Claude Sonnet 5.5 (Claude Mythos 5.1 records the "
+        "binding but does not check it). All of them think adaptively."
+    ),
+    outcome=(
+        "A 400 by default where the check is enforced (accounts created from 2026-08-31, "
+        "or any request setting thinking.block_binding.prefix_mismatch_behavior); with "
+        '"drop_block" the API drops the block and every later thinking block instead.'
+    ),
+    prevents=(
+        'Anthropic: "messages.N.content.0: Invalid `signature` in `thinking` block. The '
+        "block is bound to a different conversation. Remove the block, or set "
+        '`thinking.block_binding.prefix_mismatch_behavior` to "drop_block"." The prefix is '
+        "the top-level system prompt, the tools and every message before the block; "
+        "cache_control markers are not compared; only a leading run of earlier thinking "
+        "blocks may be left out."
+    ),
+    source=(
+        "platform.claude.com/docs/en/build-with-claude/preserved-thinking (and its pages "
+        "prefix-checks, fix-bound-to-a-different-conversation); build-with-claude/thinking "
+        "('Only in the conversation that produced it'); docs.aws.amazon.com/bedrock/latest/"
+        "userguide/claude-messages-thinking-block-binding.html."
+    ),
+    profiles=profiles("anthropic", "strict"),
+)
+
+OPENAI_REASONING_BOUND_TO_ITS_PREFIX = PrefixBinding(
+    name="reasoning-items-bound-to-their-prefix",
+    code="reasoning-prefix-changed",
+    block_types=frozenset({"reasoning"}),
+    block_types_phrase="reasoning items",
+    models="OpenAI's newer frontier reasoning models (Responses API).",
+    outcome=(
+        "No error: the API drops the reasoning item (reported in input_transformations as "
+        "prefix_mismatch); the model may redo that reasoning (more tokens, cost, latency)."
+    ),
+    prevents=(
+        'OpenAI: "Starting with newer frontier models, the API will drop reasoning items '
+        'that follow a prefix change as part of our safeguards."'
+    ),
+    source="developers.openai.com/api/docs/guides/keep-prefix-unchanged",
+    profiles=profiles("openai", "strict"),
+)
+
+PREFIX_BINDINGS: tuple[PrefixBinding, ...] = (
+    ANTHROPIC_THINKING_BOUND_TO_ITS_PREFIX,
+    OPENAI_REASONING_BOUND_TO_ITS_PREFIX,
+)
+"""Every provider's binding of reasoning to its prefix."""
+
+
+def prefix_bindings(provider: str) -> tuple[PrefixBinding, ...]:
+    """The bindings of profile `provider`.
+
+    Example:
+        >>> [binding.code for binding in prefix_bindings("anthropic")]
+        ['thinking-prefix-changed']
+        >>> prefix_bindings("mistral")
+        ()
+    """
+    return tuple(binding for binding in PREFIX_BINDINGS if provider in binding.profiles)
+
+
+# --- the providers' compaction ----------------------------------------------------------------
+
+
+def _misplaced_compaction(request: list[BaseMessage]) -> list[Violation]:
+    positions = [
+        index for index, message in enumerate(request) if carries_provider_compaction(message)
+    ]
+    if not positions:
+        return []
+    first = next(i for i, message in enumerate(request) if not isinstance(message, SystemMessage))
+    violations = [
+        Violation(
+            index,
+            "more-than-one-compaction-block",
+            f"Message {index} holds a compaction block, and so does a later message; "
+            "Anthropic takes exactly one per request, the newest.",
+        )
+        for index in positions[:-1]
+    ]
+    newest = positions[-1]
+    if newest != first:
+        violations.append(
+            Violation(
+                newest,
+                "compaction-block-misplaced",
+                f"Message {newest} holds a compaction block, but messages come before it; "
+                "the block goes first in `messages` and stands for what it summarized.",
+            )
+        )
+    return violations
+
+
+def compaction_first(messages: list[BaseMessage]) -> tuple[list[BaseMessage], int]:
+    """`messages` from the newest message holding an Anthropic compaction block on, after
+    the leading system messages: what came before it is what the summary replaced (or a
+    turn governance put in front of it); how many messages went.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> summary = AIMessage([{"type": "compaction", "content": "...", "signature": "Eu"}])
+        >>> [m.type for m in compaction_first([HumanMessage("hi"), summary, HumanMessage("go")])[0]]
+        ['ai', 'human']
+    """
+    start = provider_compaction_start(messages)
+    if start is None:
+        return messages, 0
+    leading = 0
+    while leading < start and isinstance(messages[leading], SystemMessage):
+        leading += 1
+    if start == leading:
+        return messages, 0
+    return [*messages[:leading], *messages[start:]], start - leading
+
+
+@dataclass(frozen=True)
+class ProviderCompaction:
+    """Where a provider takes its own compaction block back.
+
+    Not a `Rule` of the table: what the block stands for is a property of the history, so
+    the governor starts every request at the newest one (`ConversationState.
+    provider_window`) and `repair` takes out the turn the repairs put in front of it;
+    `check` serves `validate_messages`. `opens_request` says the block may open the
+    request as an assistant message, which the turn-order rule would otherwise refuse.
+    """
+
+    name: str
+    codes: tuple[str, ...]
+    prevents: str
+    source: str
+    check: Check
+    repair: Repair
+    profiles: frozenset[str]
+    opens_request: bool = True
+
+
+ANTHROPIC_COMPACTION_FIRST = ProviderCompaction(
+    name="compaction-block-first",
+    codes=("compaction-block-misplaced", "more-than-one-compaction-block"),
+    prevents=(
+        "Anthropic: the compaction block goes first in `messages`, as an assistant message "
+        "of its own or as the first block of the first message; summarized messages left "
+        "in front of it are a 400 (`compaction_block_misplaced`); exactly one compaction "
+        "block per request."
+    ),
+    source=(
+        "platform.claude.com/docs/en/build-with-claude/compaction-on-demand ('Continue from "
+        "the summary'); build-with-claude/compaction-thinking-blocks."
+    ),
+    check=_misplaced_compaction,
+    repair=compaction_first,
+    profiles=profiles("anthropic", "strict"),
+)
+
+PROVIDER_COMPACTIONS: tuple[ProviderCompaction, ...] = (ANTHROPIC_COMPACTION_FIRST,)
+"""How each provider takes its compaction back (OpenAI's and xAI's items may stand
+anywhere in the input)."""
+
+
+def _compared(message: BaseMessage, bound: frozenset[str]) -> str:
+    """What the prefix check compares of a message: what is sent of it, without its bound
+    blocks and without `cache_control` markers (never part of the comparison)."""
+    content: Any = message.content
+    if isinstance(content, list):
+        content = [
+            {k: v for k, v in block.items() if k != "cache_control"}
+            if isinstance(block, Mapping)
+            else block
+            for block in content
+            if not (isinstance(block, Mapping) and block.get("type") in bound)
+        ]
+    calls = [
+        (call.get("id"), call.get("name"), call.get("args"))
+        for call in (message.tool_calls if isinstance(message, AIMessage) else [])
+    ]
+    call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
+    return json.dumps([message.type, content, calls, call_id], sort_keys=True, default=str)
+
+
+def _bound_keys(message: BaseMessage, bound: frozenset[str]) -> list[str]:
+    if not isinstance(message.content, list):
+        return []
+    return [
+        json.dumps(block, sort_keys=True, default=str)
+        for block in message.content
+        if isinstance(block, Mapping) and block.get("type") in bound
+    ]
+
+
+def _checked_from(messages: Sequence[BaseMessage]) -> int:
+    """Where the checked prefix starts: at the newest provider compaction, else 0."""
+    start = provider_compaction_start(messages)
+    return 0 if start is None else start
+
+
+def check_against_history(
+    request: Sequence[BaseMessage],
+    history: Sequence[BaseMessage],
+    *,
+    provider: str,
+) -> list[Violation]:
+    """Every bound block of `request` that `history` says was made after another prefix.
+
+    `history` is the conversation the request was made from, as the model saw it when it
+    made each block: each assistant message's blocks were made after the messages before
+    it (the stored history of an agent that sends it as it is). A block is still valid in
+    `request` where the messages before it are those before its message in `history`
+    (compared without bound blocks and `cache_control`; from the newest provider
+    compaction on), and the bound blocks sent before it are those of `history` less a
+    leading run (the oldest first). A request governance made on a history it had cut
+    before holds blocks made after governance's earlier requests, not after `history`:
+    check those against the requests (tests/prefix_oracle.py does).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage, ToolMessage
+        >>> thinking = {"type": "thinking", "thinking": "", "signature": "EqQB"}
+        >>> call = {"name": "read_file", "args": {}, "id": "toolu_1"}
+        >>> history = [HumanMessage("read a.py"), AIMessage([thinking], tool_calls=[call]),
+        ...            ToolMessage("print(1)", tool_call_id="toolu_1")]
+        >>> check_against_history(history, history, provider="anthropic")
+        []
+        >>> edited = [HumanMessage("read b.py"), *history[1:]]
+        >>> [v.rule for v in check_against_history(edited, history, provider="anthropic")]
+        ['thinking-prefix-changed']
+    """
+    violations: list[Violation] = []
+    for binding in prefix_bindings(provider):
+        bound = binding.block_types
+        made_after: dict[str, int] = {}
+        for position, message in enumerate(history):
+            for key in _bound_keys(message, bound):
+                made_after.setdefault(key, position)
+        history_keys = [_compared(m, bound) for m in history]
+        request_keys = [_compared(m, bound) for m in request]
+        request_start, history_start = _checked_from(request), _checked_from(history)
+        for index, message in enumerate(request):
+            keys = _bound_keys(message, bound)
+            source = next((made_after[key] for key in keys if key in made_after), None)
+            if source is None:
+                continue
+            same = request_keys[request_start:index] == history_keys[history_start:source]
+            sent = [k for m in request[request_start:index] for k in _bound_keys(m, bound)]
+            before = [k for m in history[history_start:source] for k in _bound_keys(m, bound)]
+            if same and before[len(before) - len(sent) :] == sent:
+                continue
+            violations.append(
+                Violation(
+                    index,
+                    binding.code,
+                    f"Message {index} carries {binding.block_types_phrase} made after history "
+                    f"message {source}'s prefix, which the request does not send unchanged "
+                    f"before it; {binding.outcome}",
+                )
+            )
+    return violations

@@ -25,6 +25,7 @@ def validate_messages(
     provider: str = "openai",
     chat_template: str | None = None,
     tools: Sequence[Any] | None = None,
+    history: Sequence[MessageLikeRepresentation] | None = None,
 ) -> list[Violation]:
     """Return every rule of `provider` that the request `messages` breaks, in message order.
 
@@ -39,6 +40,14 @@ def validate_messages(
     longer or renders more than a render may (`rules.templates.RENDER_TIME_LIMIT_SECONDS`,
     `RENDER_SIZE_LIMIT_CHARACTERS`), is a ValueError.
 
+    With `history`, the conversation the request was made from (as the model saw it
+    when it made each reasoning block: the stored history of an agent that sends it as
+    it is), reasoning the provider binds to its prefix is checked too: Anthropic's
+    thinking blocks and OpenAI's reasoning items are valid only behind the very messages
+    that preceded them (rule "thinking-prefix-changed", "reasoning-prefix-changed";
+    docs/reasoning.md). Compaction, truncation or a cut in front of such a block, by
+    `trim_messages`, `ClearToolUsesEdit` or anything else, shows here.
+
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
         >>> call = {"name": "search", "args": {}, "id": "call_1"}
@@ -47,6 +56,15 @@ def validate_messages(
         ['unanswered-tool-call', 'last-not-user-or-tool']
         >>> validate_messages([*asked, ToolMessage("3 results", tool_call_id="call_1")])
         []
+        >>> thinking = {"type": "thinking", "thinking": "", "signature": "EqQB"}
+        >>> stored = [HumanMessage("hi"), AIMessage([thinking, {"type": "text", "text": "Hello"}]),
+        ...           HumanMessage("how are you?")]
+        >>> trimmed = [HumanMessage("(earlier turns left out)"), *stored[1:]]
+        >>> [v.rule for v in validate_messages(trimmed, provider="anthropic", history=stored)]
+        ['thinking-prefix-changed']
     """
     request = as_message_list(messages)
-    return resolve_profile(provider, chat_template=chat_template).check(request, tools=tools)
+    profile = resolve_profile(provider, chat_template=chat_template)
+    if history is None:
+        return profile.check(request, tools=tools)
+    return profile.check(request, tools=tools, history=as_message_list(history))

@@ -18,6 +18,13 @@ are cut too, the task first.
   the high watermark, the conversation is cut too, in the same step, in whole groups,
   down to the low watermark (one edit of the request, not a compaction now and another a
   few calls later), and that cut point is kept until the high watermark is crossed again.
+- reasoning is bound to the request it was made after (docs/reasoning.md), so edits
+  come where they cost the least of it: a call that starts a user turn after a reasoning
+  model's answer edits already past `TURN_START_SHARE` of the way from the low to the
+  high watermark (the turn's reasoning is then made after the edit), and a call inside a
+  tool loop keeps the turn's decisions while the request fits the budget. Each call
+  point's edits say which earlier messages' reasoning they put behind a changed prefix
+  (`_Decisions.left_out`).
 
 What a cut keeps, by protection class: the system messages; the current user turn (the
 newest group is never cut, and the latest user message before the cut is pinned); the
@@ -67,7 +74,11 @@ from langchain_context_governance._messages import (
     message_fingerprint,
 )
 from langchain_context_governance._packing import PackedInts, as_count, pack_ints, unpack_ints
-from langchain_context_governance._reasoning import opens_with_thinking, thinking_tool_loop_start
+from langchain_context_governance._reasoning import (
+    carries_bound_reasoning,
+    opens_with_thinking,
+    thinking_tool_loop_start,
+)
 from langchain_context_governance.offload.items import (
     HANDLE_CHARACTERS,
     OffloadItem,
@@ -104,6 +115,7 @@ from langchain_context_governance.policy.note import (
     values_of,
     values_text,
 )
+from langchain_context_governance.state.binding import LeftOut
 from langchain_context_governance.state.made import MadeMessages
 from langchain_context_governance.state.record import leading_equal
 from langchain_context_governance.tokens.calibration import (
@@ -136,6 +148,11 @@ DEFAULT_LOW_WATERMARK = 0.3
 # the loop's worst seed, and cost 0.58x against 0.61x ClearToolUsesEdit (low watermark 0.2).
 DEFAULT_KEEP_RECENT = 3
 
+# The note a cut's request sends (`CacheAwareReplay._note_variant`): with the summary, with
+# the values (with offload: the lines naming what is kept), with offload the call that
+# reads the transcript back alone, plain, or none (a tiny budget).
+_NOTE_SUMMARY, _NOTE_VALUES, _NOTE_KEPT, _NOTE_PLAIN, _NOTE_NONE = range(5)
+
 # Protection classes named in the report: why a message before the cut was still sent.
 KEPT_SYSTEM = "system"
 KEPT_TASK = "task"
@@ -154,6 +171,10 @@ NOTE_VALUES_MAX_TOKENS = 1_000
 # too (down to the low watermark): one edit of the request instead of a compaction now and
 # another a few calls later.
 COMPACTION_ENOUGH_SHARE = 0.25
+# Where a call starts a user turn, it edits (compacts and cuts down to the low watermark)
+# once history is past this share of the way from the low to the high watermark, so that
+# the turn's tool loop, and the reasoning bound to it, runs without an edit.
+TURN_START_SHARE = 0.5
 # Share of the room history has that the earlier user messages kept across a cut may take
 # (the newest kept, the oldest giving way first): the user's recent words stay verbatim
 # without crowding out the newest history where the room is small.
@@ -281,6 +302,12 @@ class _Decisions:
     # each cut, kept until the next. As listed (`note.values_text`): one text.
     note_values: str = ""
     note_values_tokens: int = 0
+    # The history positions whose bound reasoning lost the prefix it was made after
+    # (state/binding.py), by the edits of the call points so far.
+    left_out: LeftOut = field(default_factory=LeftOut)
+    # Which note the request of the latest call point sent (`_NOTE_*`): a note that changes
+    # changes the front, and so the prefix of every message after it.
+    note_variant: int = _NOTE_NONE
 
     def keep(self, group: _KeptGroup) -> None:
         self.kept_groups = (*self.kept_groups, group)
@@ -301,13 +328,25 @@ class _Decisions:
 _PLAIN_DECISIONS = tuple(
     item.name
     for item in fields(_Decisions)
-    if item.name not in ("kept_groups", "calibration", "note_values")
+    if item.name not in ("kept_groups", "calibration", "note_values", "left_out")
 )
 
 
 @dataclass
 class CompactionPlan:
     """The request the policy chose for the current call, and what it left out and why."""
+
+    def reasoning_candidates(self) -> Iterator[int] | None:
+        """The request indices whose bound reasoning may have lost its prefix (those made
+        from positions `reasoning_left_out` covers), or None where the origins cannot say."""
+        if not isinstance(self.origins, _Origins):
+            return None
+        origins = self.origins
+        return (
+            index
+            for low, high in self.reasoning_left_out.ranges
+            for index in origins.indices_between(low, high)
+        )
 
     messages: list[BaseMessage]
     compacted: int
@@ -335,6 +374,9 @@ class CompactionPlan:
     calibration: Calibration = UNCALIBRATED
     # A fingerprint of each message of the request (equal fingerprints, equal messages).
     fingerprints: array[int] | None = None
+    # The history positions whose bound reasoning is no longer behind the prefix it was
+    # made after (state/binding.py); the governor leaves it out of the request.
+    reasoning_left_out: LeftOut = field(default_factory=LeftOut)
 
 
 # Joined user turns and notes kept between calls: the front after a cut changes only at
@@ -433,6 +475,15 @@ class _Origins(Sequence[tuple[int, ...]]):
             return self._front[index]
         return (self._body_start + index - len(self._front),)
 
+    def indices_between(self, low: int, high: int) -> Iterator[int]:
+        """The request indices of the messages made from history positions `low` to
+        `high`: the front's by a look at each, the kept part's by arithmetic."""
+        for index, made_from in enumerate(self._front):
+            if any(low <= position < high for position in made_from):
+                yield index
+        offset = len(self._front) - self._body_start
+        yield from range(max(low, self._body_start) + offset, min(high + offset, self._length))
+
 
 def _positions(values: array[int]) -> list[int]:
     if values and min(values) < 0:
@@ -508,7 +559,7 @@ def _called_tool(history: Sequence[BaseMessage], index: int, call_id: str) -> st
     return ""
 
 
-def _restored_decisions(data: Mapping[str, Any]) -> _Decisions:
+def _restored_decisions(data: Mapping[str, Any], *, known: int) -> _Decisions:
     plain: dict[str, Any] = {}
     for name in _PLAIN_DECISIONS:
         value = data[name]
@@ -523,6 +574,7 @@ def _restored_decisions(data: Mapping[str, Any]) -> _Decisions:
         ),
         calibration=Calibration.from_dict(data["calibration"]),
         note_values=_text(data["note_values"]),
+        left_out=LeftOut.from_data(data["left_out"], limit=known + 1),
     )
 
 
@@ -612,6 +664,8 @@ class CacheAwareReplay:
         self._offloading = False
         self._offload: Offload | None = None
         self._transcript_line_cost: dict[bool, int] = {}
+        self._summary_for: Callable[[int], str | None] | None = None
+        self._note_text_tokens: dict[tuple[Any, ...], int] = {}
         self.start_over()
 
     def start_over(self) -> None:
@@ -665,6 +719,7 @@ class CacheAwareReplay:
                 "kept_groups": [[g.start, g.stop, g.tokens, g.why] for g in decisions.kept_groups],
                 "calibration": decisions.calibration.to_dict(),
                 "note_values": decisions.note_values,
+                "left_out": decisions.left_out.to_data(),
             },
             # Only where on, so a record of a replay that does not offload is as it was.
             **({"offload": True} if self._offloading else {}),
@@ -684,8 +739,8 @@ class CacheAwareReplay:
         self.start_over()
         try:
             self._replay = _restored_replay(data, self._packed)
-            self._decisions = _restored_decisions(data["decisions"])
             self._known = as_count(data["known"])
+            self._decisions = _restored_decisions(data["decisions"], known=self._known)
             if len(self._replay.tokens) != self._known:
                 raise ValueError("the counts do not match the positions read")
             self._fixed = as_count(data["fixed"])
@@ -756,6 +811,7 @@ class CacheAwareReplay:
         same_objects: bool,
         rules_tokens: int,
     ) -> CompactionPlan:
+        self._summary_for = summary_for
         final = len(history) if final is None else final
         for index in range(self._known, final):
             self._add(history, index, self._decisions)
@@ -766,8 +822,7 @@ class CacheAwareReplay:
             self._add(history, index, decisions)
         decisions.rules_tokens = rules_tokens
         self._call(history, decisions, end=len(history), overflows=overflows)
-        cut = decisions.cut
-        summary = summary_for(cut) if summary_for is not None and cut else None
+        summary = self._summary(decisions)
         if not same_objects:
             # What was made of the previous call's objects is not this call's.
             self._front = None
@@ -803,6 +858,11 @@ class CacheAwareReplay:
         self._replay.prints.append(message_fingerprint(message))
         decisions.raw_tokens += tokens
         if isinstance(message, SystemMessage):
+            if index > len(self._replay.system_indices):
+                # A system message after the conversation started goes to the front where
+                # a profile moves it there (Anthropic's `system`): what came before it
+                # changes place.
+                decisions.left_out = decisions.left_out.edited(at=-1, call=index)
             self._replay.system_indices.append(index)
             decisions.system_tokens += tokens
             return
@@ -981,12 +1041,55 @@ class CacheAwareReplay:
         end: int,
         overflows: Sequence[Overflow] = (),
     ) -> None:
-        """The decisions at one model call, and again after each refusal for length."""
+        """The decisions at one model call, and again after each refusal for length; where
+        they change the request before earlier messages, those messages' bound reasoning
+        is left out from now on (`_Decisions.left_out`)."""
+        front, compacted = self._front_key(decisions), decisions.compacted_count
         self._step(history, decisions, end=end)
         for overflow in overflows:
             calibration = self._calibration(decisions)
             decisions.calibration = calibration.observe_overflow(overflow, budget=self._max_tokens)
             self._step(history, decisions, end=end)
+        variant = self._note_variant(history, decisions, end=end)
+        if self._front_key(decisions) != front or variant != decisions.note_variant:
+            decisions.left_out = decisions.left_out.edited(at=-1, call=end)
+        else:
+            edited = self._compacted_edit(decisions, compacted)
+            if edited is not None:
+                decisions.left_out = decisions.left_out.edited(at=edited, call=end)
+        decisions.note_variant = variant
+        if self._corrected_total(decisions) > self._max_tokens:
+            # The last resort shortens this call's request: its answer was made after a
+            # prefix no later request is known to send again.
+            decisions.left_out = decisions.left_out.with_range(end, end + 1)
+
+    def _front_key(self, decisions: _Decisions) -> tuple[Any, ...]:
+        """What the request sends before the kept part, where it has a front: the cut, the
+        pins, the kept groups and the note's contents (`_build`)."""
+        omitted = self._omitted(decisions)
+        if decisions.cut == 0 or omitted <= 0:
+            return ()
+        return (
+            decisions.cut,
+            decisions.task_pinned,
+            decisions.pinned,
+            decisions.kept_groups,
+            omitted,
+            decisions.note_values,
+            self._brief_note(decisions),
+        )
+
+    def _compacted_edit(self, decisions: _Decisions, before: int) -> int | None:
+        """The first position the results compacted since `before` changed in the request:
+        a result sent from the cut on, or -1 for one sent in the front (a kept group)."""
+        start = decisions.cut if self._omitted(decisions) > 0 else 0
+        edited = None
+        for index in self._replay.compactable[before : decisions.compacted_count]:
+            if index >= start:
+                edited = index if edited is None else min(edited, index)
+            elif any(group.start <= index < group.stop for group in decisions.kept_groups):
+                return -1
+        return edited
 
     def _observe_reported_size(self, message: AIMessage, decisions: _Decisions) -> None:
         """Learn from the provider's count of the request that produced `message`.
@@ -1014,14 +1117,45 @@ class CacheAwareReplay:
         now and a cut a few calls later.
         """
         high, low = self._watermarks(history, decisions, end=end)
-        if self._corrected_total(decisions) <= high and not self._excluded_fits_again(
-            history, decisions, end=end
+        if self._corrected_total(decisions) <= self._trigger(history, end, high=high, low=low) and (
+            not self._excluded_fits_again(history, decisions, end=end)
         ):
             return
         self._compact_oldest(history, decisions, end=end, low=low)
         cut_above = low + int((high - low) * COMPACTION_ENOUGH_SHARE)
         if self._corrected_total(decisions) > cut_above or decisions.readmit_tokens:
             self._cut_groups(history, decisions, end=end, low=low)
+
+    def _trigger(self, history: Sequence[BaseMessage], end: int, *, high: int, low: int) -> int:
+        """Above how many tokens the call on the first `end` messages edits the request.
+
+        The reasoning a model makes is bound to the request it was made after, and an edit
+        invalidates what was made before it (docs/reasoning.md). A call that starts a user
+        turn of a reasoning model (the user's message right after an answer that carries
+        reasoning bound to its prefix) edits already where the history is past
+        `TURN_START_SHARE` of the way from the low to the high watermark: the turn's
+        reasoning is then made after the edit. A call inside the turn's tool
+        loop keeps the turn's decisions while the request fits the budget, whatever the
+        high watermark; other calls edit past the high watermark.
+        """
+        # System messages at the end do not end a turn or a loop: profiles move them.
+        while end > 0 and isinstance(history[end - 1], SystemMessage):
+            end -= 1
+        if end == 0:
+            return high
+        last = history[end - 1]
+        answer = history[end - 2] if end > 1 else None
+        if (
+            isinstance(last, HumanMessage)
+            and added_kind(last) is None
+            and isinstance(answer, AIMessage)
+            and carries_bound_reasoning(answer)
+            and not declared_tool_call_ids(answer)
+        ):
+            return low + int((high - low) * TURN_START_SHARE)
+        if isinstance(last, ToolMessage):
+            return max(high, self._max_tokens)
+        return high
 
     def _excluded_fits_again(
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
@@ -1487,12 +1621,7 @@ class CacheAwareReplay:
                     at = offset - len(body_messages)
                     message, cost, fingerprint = tail.messages[at], tail.costs[at], tail.prints[at]
                 front.add(message, cost, fingerprint, (start + offset,))
-            after_front = (
-                sum(body.costs)
-                + sum(tail.costs)
-                - sum(front.costs[-joined_body:] if joined_body else ())
-            )
-            front = self._with_cut_note(history, front, after_front, omitted, summary, decisions)
+            front = self._with_cut_note(history, front, omitted, summary, decisions)
         skipped = max(joined_body - len(body_messages), 0)
         request = [*front.messages, *body_messages[joined_body:], *tail.messages[skipped:]]
         prints = array("q", front.prints)
@@ -1518,6 +1647,7 @@ class CacheAwareReplay:
             origins=_Origins(front.origins, start + joined_body, len(request)),
             calibration=self._calibration(decisions),
             fingerprints=prints,
+            reasoning_left_out=decisions.left_out,
         )
         if self._last_request is not None:
             unchanged = leading_equal(self._last_request, prints)
@@ -1694,22 +1824,23 @@ class CacheAwareReplay:
         self,
         history: Sequence[BaseMessage],
         front: _Sent,
-        after_front: int,
         omitted: int,
         summary: str | None,
         decisions: _Decisions,
     ) -> _Sent:
-        """The front with the note at the cut, and the user turns at its front joined.
+        """The front with the note at the cut (`_note_variant`), and the user turns at its
+        front joined.
 
         The note goes right after the pinned task (or the system messages), as a user turn
         of its own; where it meets other user turns they are joined into one message, each
         its own run of blocks (see `_added.py`). What it quotes from the omitted messages
         (the summary, the values) is the data turn right after it, followed by a user turn
-        (`policy/note.cut_turns`). A note with a summary must fit under the high watermark
-        (else the note with the values goes), the others under the budget (else none goes:
-        a tiny budget). `after_front` are the tokens of the request after the front.
+        (`policy/note.cut_turns`).
         """
-        high, _ = self._watermarks(history, decisions, end=len(history))
+        variant = self._note_variant(history, decisions, end=len(history))
+        if variant == _NOTE_NONE:
+            self._join_user_turns(front)
+            return front
         position = 0
         while position < len(front.messages) and isinstance(
             front.messages[position], SystemMessage
@@ -1720,32 +1851,99 @@ class CacheAwareReplay:
         follows = position < len(front.messages) and isinstance(
             front.messages[position], HumanMessage
         )
+        text, listed = self._note_contents(variant, summary, decisions)
+        turns = self._note_turns(
+            omitted, text, listed, brief=self._brief_note(decisions), follows=follows
+        )
+        messages, costs, prints = (list(column) for column in zip(*turns, strict=True))
+        noted = _Sent(
+            messages=[*front.messages[:position], *messages, *front.messages[position:]],
+            costs=[*front.costs[:position], *costs, *front.costs[position:]],
+            prints=[*front.prints[:position], *prints, *front.prints[position:]],
+            origins=[*front.origins[:position], *[()] * len(turns), *front.origins[position:]],
+            compacted=front.compacted,
+        )
+        self._join_user_turns(noted)
+        return noted
+
+    @staticmethod
+    def _note_contents(
+        variant: int, summary: str | None, decisions: _Decisions
+    ) -> tuple[str | None, str]:
+        """The summary and the listing (values, or with offload the lines naming what is
+        kept) the note of `variant` quotes."""
+        if variant == _NOTE_SUMMARY:
+            return summary, decisions.note_values
+        if variant == _NOTE_VALUES:
+            return None, decisions.note_values
+        if variant == _NOTE_KEPT:
+            return None, decisions.note_values.partition("\n")[0]
+        return None, ""
+
+    def _summary(self, decisions: _Decisions) -> str | None:
+        """The summary of the cut of `decisions`, where the caller has one."""
+        if self._summary_for is None or not decisions.cut:
+            return None
+        return self._summary_for(decisions.cut)
+
+    def _note_variant(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+    ) -> int:
+        """Which note the request of the call on the first `end` messages sends at its cut:
+        with the summary where it fits under the high watermark, else with the values of
+        what it leaves out (with offload: the lines naming what is kept of it, else the
+        call that reads its transcript back), else plain, where each fits the budget (none
+        on a tiny budget).
+
+        Decided from the decisions' counts, so that every call point knows the note its
+        request sent: a note that changes is an edit of the front.
+        """
+        omitted = self._omitted(decisions)
+        if decisions.cut == 0 or omitted <= 0:
+            return _NOTE_NONE
+        calibration = self._calibration(decisions)
+        without = self._total(decisions, note=False)
+        plain = self._note_tokens(decisions, omitted)
+        summary = self._summary(decisions)
+        if summary:
+            high, _ = self._watermarks(history, decisions, end=end)
+            turns = self._turns_tokens(decisions, omitted, summary, decisions.note_values)
+            if calibration.corrected(without + turns) <= high:
+                return _NOTE_SUMMARY
         values = decisions.note_values
-        brief = self._brief_note(decisions)
-        notes: list[tuple[str | None, str, int]] = [(summary, values, high)] if summary else []
-        if values:
-            notes.append((None, values, self._max_tokens))
+        if values and calibration.corrected(without + plain + decisions.note_values_tokens) <= (
+            self._max_tokens
+        ):
+            return _NOTE_VALUES
         kept = values.partition("\n")[0]
         if self._offloading and kept != values and is_read_call(kept):
             # Where the lines do not fit, the call that reads the transcript still does.
-            notes.append((None, kept, self._max_tokens))
-        notes.append((None, "", self._max_tokens))
-        for text, listed, limit in notes:
-            turns = self._note_turns(omitted, text, listed, brief=brief, follows=follows)
-            messages, costs, prints = (list(column) for column in zip(*turns, strict=True))
-            noted = _Sent(
-                messages=[*front.messages[:position], *messages, *front.messages[position:]],
-                costs=[*front.costs[:position], *costs, *front.costs[position:]],
-                prints=[*front.prints[:position], *prints, *front.prints[position:]],
-                origins=[*front.origins[:position], *[()] * len(turns), *front.origins[position:]],
-                compacted=front.compacted,
+            line = self._transcript_line_tokens(decisions)
+            if calibration.corrected(without + plain + line) <= self._max_tokens:
+                return _NOTE_KEPT
+        if calibration.corrected(without + plain) <= self._max_tokens:
+            return _NOTE_PLAIN
+        return _NOTE_NONE
+
+    def _turns_tokens(self, decisions: _Decisions, omitted: int, summary: str, values: str) -> int:
+        """Tokens of the note's turns with `summary` and `values`, kept by what they are
+        made of (a few)."""
+        brief = self._brief_note(decisions)
+        key = (omitted, summary, values, brief)
+        known = self._note_text_tokens.get(key)
+        if known is None:
+            turns = cut_turns(
+                omitted,
+                summary=summary,
+                **self._listing(values),
+                brief=brief,
+                user_turn_follows=False,
             )
-            self._join_user_turns(noted)
-            total = self._fixed + decisions.rules_tokens + sum(noted.costs) + after_front
-            if self._calibration(decisions).corrected(total) <= limit:
-                return noted
-        self._join_user_turns(front)
-        return front
+            known = sum(map(self._counter.count_message, turns))
+            if len(self._note_text_tokens) >= _NOTES_KEPT:
+                self._note_text_tokens.clear()
+            self._note_text_tokens[key] = known
+        return known
 
     def _note_turns(
         self, omitted: int, summary: str | None, values: str, *, brief: bool, follows: bool

@@ -21,16 +21,19 @@ states here are a cache in front of the records.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 
+from langchain_context_governance._reasoning import carries_provider_compaction
 from langchain_context_governance.offload.kept import Offload
 from langchain_context_governance.rules.continued import ContinuedRepair
 from langchain_context_governance.state.cache_aware import CacheAwareReplay, CompactionPlan
+from langchain_context_governance.state.made import MadeMessages
 from langchain_context_governance.state.record import (
     GovernanceRecord,
     HistoryMark,
@@ -49,6 +52,9 @@ DEFAULT_MAX_CONVERSATIONS = 10_000
 # own message list) and for calls without a thread (matched by their history).
 _STATES_PER_THREAD = 4
 _STATES_WITHOUT_THREAD = 8
+# Copies of messages sent without their bound reasoning, kept while their message lives
+# (the same copy each call: the request, and the provider's prompt cache, stay as they were).
+_REASONING_COPIES_KEPT = 4096
 # Replays kept per conversation, one per size of the tool definitions sent: an agent
 # whose tool set changes between calls (two sets alternating) keeps each replay going
 # instead of replaying the history anew at every change.
@@ -68,7 +74,8 @@ class ConversationState:
     `compaction="keep_recent"`) the cache-aware policy's decisions; `summary` the summary
     model's text for the latest cut; `previous_request` the digests of the previous
     request; `over_budget_warned` whether the conversation's over-budget warning was
-    logged; `truncation_warned` the newest message whose cut in the current turn was
+    logged; `reasoning_warned` whether the warning that reasoning was left out was;
+    `truncation_warned` the newest message whose cut in the current turn was
     logged; `calibration` the counter's calibration (kept as given); `serial` the
     record this state wrote or took up last; `request_repairs` the provider rules of
     the conversation's successive requests (rules/continued.py).
@@ -98,11 +105,20 @@ class ConversationState:
     previous_request: PreviousRequest | None = None
     over_budget_warned: bool = False
     truncation_warned: int | None = None
+    reasoning_warned: bool = False
     calibration: Mapping[str, Any] | None = None
     serial: str | None = None
     request_repairs: ContinuedRepair | None = field(default=None, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _replays: OrderedDict[int, CacheAwareReplay] = field(default_factory=OrderedDict, repr=False)
+    # Where the newest provider compaction of the history was found, how many messages
+    # were looked at, and the last of them (`provider_window`).
+    _compaction_start: int | None = field(default=None, repr=False)
+    _compaction_scanned: int = field(default=0, repr=False)
+    _compaction_last: weakref.ref[BaseMessage] | None = field(default=None, repr=False)
+    reasoning_copies: MadeMessages[Any] = field(
+        default_factory=lambda: MadeMessages(limit=_REASONING_COPIES_KEPT), repr=False
+    )
 
     def start_over(self) -> None:
         """Forget the history read and what was decided on it (after a failed call)."""
@@ -118,8 +134,34 @@ class ConversationState:
         thread in a way this state cannot read."""
         self.start_over()
         self.previous_request = self.calibration = self.serial = None
-        self.over_budget_warned = False
+        self.over_budget_warned = self.reasoning_warned = False
         self.truncation_warned = None
+
+    def provider_window(
+        self, messages: Sequence[BaseMessage]
+    ) -> tuple[Sequence[BaseMessage], int, int | None]:
+        """`messages` from the newest provider compaction on, after their leading system
+        messages: the provider's summary stands for everything before it (see
+        `_reasoning.provider_compaction_start`). Returns the window, how many leading
+        system messages it keeps, and where the compaction is (None: the messages as
+        they are). Only what is new since the previous call is looked at.
+        """
+        scanned = self._compaction_scanned
+        last = self._compaction_last() if self._compaction_last is not None else None
+        if not (0 < scanned <= len(messages) and messages[scanned - 1] is last):
+            scanned, self._compaction_start = 0, None
+        for index in range(scanned, len(messages)):
+            if carries_provider_compaction(messages[index]):
+                self._compaction_start = index
+        self._compaction_scanned = len(messages)
+        self._compaction_last = weakref.ref(messages[-1]) if messages else None
+        start = self._compaction_start
+        if start is None:
+            return messages, 0, None
+        leading = 0
+        while leading < start and isinstance(messages[leading], SystemMessage):
+            leading += 1
+        return [*messages[:leading], *messages[start:]], leading, start
 
     def read(self, messages: Sequence[BaseMessage]) -> StreamRead:
         """The repaired history of `messages` (see `RepairStream.read`).
@@ -198,6 +240,7 @@ class ConversationState:
             None if record.previous_request is None else PreviousRequest(record.previous_request)
         )
         self.over_budget_warned = record.over_budget_warned
+        self.reasoning_warned = record.reasoning_warned
         self.truncation_warned = record.truncation_warned
         self.calibration = record.calibration
         self.serial = record.serial
@@ -238,6 +281,7 @@ class ConversationState:
             summary=self.summary,
             previous_request=None if previous is None else previous.digests,
             over_budget_warned=self.over_budget_warned,
+            reasoning_warned=self.reasoning_warned,
             truncation_warned=self.truncation_warned,
             calibration=self.calibration,
             resume=resume,

@@ -11,6 +11,7 @@ travels with the thread:
 - `previous_request`: digests of the previous request's messages, so the prefix report
   compares with the request the thread really sent last, whichever worker sent it;
 - `over_budget_warned`: the over-budget warning is logged once per conversation;
+- `reasoning_warned`: so is the warning that reasoning bound to its prefix was left out;
 - `truncation_warned`: the newest message whose cut in the current turn was logged, so the
   warning that the current turn alone does not fit is logged once per turn;
 - `history`: how many messages the record was written for and a digest of the last
@@ -42,7 +43,7 @@ Example:
     >>> GovernanceRecord.from_dict({**data, "version": 0}, settings="s1")
     Traceback (most recent call last):
     ...
-    langchain_context_governance.state.record.UnusableRecord: record version 0, expected 3
+    langchain_context_governance.state.record.UnusableRecord: record version 0, expected 4
     >>> record.history.continued_by([*history, HumanMessage("more")])
     True
 """
@@ -87,8 +88,9 @@ RECORD_KEY = "context_governance"
 
 # Raised whenever the record's layout or meaning changes; a record of another version is
 # ignored and the state rebuilt from the history. 2: the `resume` section. 3: the
-# replay's compacted counts, a None content digested as "", `truncation_warned`.
-RECORD_VERSION = 3
+# replay's compacted counts, a None content digested as "", `truncation_warned`. 4: the
+# replay's left-out reasoning and note, `reasoning_warned`.
+RECORD_VERSION = 4
 # Bytes of a request message's digest in the record: the prefix report compares them,
 # and so does the request-level repair of the first call on another worker (a leading
 # message taken for the previous request's is not checked again), so a false match is
@@ -356,6 +358,7 @@ class GovernanceRecord:
     truncation_warned: int | None = None
     calibration: Mapping[str, Any] | None = None
     resume: Mapping[str, Any] | None = None
+    reasoning_warned: bool = False
     version: int = RECORD_VERSION
 
     @functools.cached_property
@@ -378,6 +381,7 @@ class GovernanceRecord:
             "settings": self.settings,
             "history": {"count": self.history.count, "last": _hex(self.history.last)},
             "over_budget_warned": self.over_budget_warned,
+            "reasoning_warned": self.reasoning_warned,
             "truncation_warned": self.truncation_warned,
             "summary": None,
             "previous_request": None,
@@ -427,6 +431,7 @@ class GovernanceRecord:
                 ),
                 previous_request=None if previous is None else _unpack(previous),
                 over_budget_warned=bool(data.get("over_budget_warned", False)),
+                reasoning_warned=bool(data.get("reasoning_warned", False)),
                 truncation_warned=_optional_int(data.get("truncation_warned")),
                 calibration=None if calibration is None else dict(calibration),
                 resume=_optional_mapping(data.get("resume")),

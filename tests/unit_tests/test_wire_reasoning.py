@@ -10,12 +10,15 @@ byte for byte, with the call it belongs to.
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 
@@ -96,13 +99,19 @@ def test_anthropic_thinking_opens_the_loop_byte_for_byte(
         governor = ContextGovernor.from_model(
             client, context_window_tokens=budget, max_output_tokens=0, safety_buffer=0
         )
-    governed = governor.invoke(history)
+    result = governor.govern(history)
+    governed = result.messages
     assert validate_messages(governed, provider="anthropic") == []
     body = sent(wire, client, governed)
     assistants = [m for m in body["messages"] if m["role"] == "assistant"]
     assert assistants, body
-    for assistant in assistants:
-        assert assistant["content"][0] == THINKING
+    # Where compaction changed what came before a response, its thinking is left out
+    # whole (its prefix changed); wherever it is sent, it opens the message unchanged.
+    left_out = len(result.report.reasoning_dropped)
+    assert [a["content"][0] == THINKING for a in assistants].count(False) == left_out
+    assert all(b != THINKING for a in assistants for b in a["content"][1:])
+    if budget is None:
+        assert left_out == 0
     uses = [b["id"] for m in assistants for b in m["content"] if b["type"] == "tool_use"]
     assert len(uses) == len(set(uses))
 
@@ -279,3 +288,200 @@ def test_gemini_thought_signature_stays_with_its_call(wire: WireClients, provide
         if "functionResponse" in part
     ]
     assert responses == [{"output": "print(1)"}, {"output": "print(1) again"}]
+
+
+# --- the shapes the clients build and send, kept as fixtures ---------------------------------
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "reasoning"
+_USAGE = {"input_tokens": 1, "output_tokens": 1}
+_RESPONSES_USAGE = {
+    "input_tokens": 1,
+    "output_tokens": 1,
+    "total_tokens": 2,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens_details": {"reasoning_tokens": 0},
+}
+
+
+def _anthropic(content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-fable-5-1",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": _USAGE,
+    }
+
+
+def _responses(output: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 0,
+        "status": "completed",
+        "model": "gpt-5.5",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": _RESPONSES_USAGE,
+    }
+
+
+_FUNCTION_CALL = {
+    "type": "function_call",
+    "id": "fc_1",
+    "call_id": "call_1",
+    "name": "read_file",
+    "arguments": '{"path": "a.py"}',
+    "status": "completed",
+}
+# Each case: the client, its settings, the provider's response, and how the client is
+# called for it.
+CLIENT_CASES: dict[str, tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] = {
+    "anthropic_thinking": (
+        "anthropic",
+        {"thinking": {"type": "adaptive"}},
+        _anthropic(
+            [
+                {"type": "thinking", "thinking": "", "signature": "EqQBsig1"},
+                {"type": "redacted_thinking", "data": "EmwKAhred"},
+                {"type": "text", "text": "Reading it."},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_01A",
+                    "name": "read_file",
+                    "input": {"path": "a.py"},
+                },
+            ],
+            "tool_use",
+        ),
+        {},
+    ),
+    "anthropic_compaction": (
+        "anthropic",
+        {"thinking": {"type": "adaptive"}},
+        _anthropic(
+            [
+                {
+                    "type": "compaction",
+                    "content": "Summary: the user asked...",
+                    "signature": "EuYBcmp",
+                }
+            ],
+            "compaction",
+        ),
+        {"compaction": {"type": "summarize"}, "betas": ["compact-2026-09-04"]},
+    ),
+    "openai_reasoning": (
+        "openai",
+        {"reasoning": {"effort": "high"}},
+        _responses(
+            [
+                {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAenc"},
+                _FUNCTION_CALL,
+            ]
+        ),
+        {},
+    ),
+    "openai_reasoning_v1": (
+        "openai",
+        {"reasoning": {"effort": "high"}, "output_version": "v1"},
+        _responses(
+            [
+                {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAenc"},
+                _FUNCTION_CALL,
+            ]
+        ),
+        {},
+    ),
+    "openai_compaction": (
+        "openai",
+        {},
+        _responses(
+            [
+                {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAcmp"},
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "ok", "annotations": []}],
+                },
+            ]
+        ),
+        {},
+    ),
+}
+
+
+def _client(wire: WireClients, prefix: str, settings: dict[str, Any]) -> Any:
+    if prefix == "anthropic":
+        return ChatAnthropic(
+            model_name="claude-fable-5-1",
+            api_key="sk-wire",
+            base_url=f"{wire.server.base_url}/anthropic",
+            max_retries=0,
+            timeout=10,
+            stop=None,
+            **settings,
+        )
+    transport = LoopbackTransport(wire.server.base_url, "openai")
+    return ChatOpenAI(
+        model="gpt-5.5",
+        api_key="sk-wire",
+        max_retries=0,
+        use_responses_api=True,
+        http_client=httpx.Client(transport=transport),
+        **settings,
+    )
+
+
+def recorded_case(wire: WireClients, name: str) -> dict[str, Any]:
+    """What the client builds of the case's response, and what it sends of that message."""
+    prefix, settings, response, call = CLIENT_CASES[name]
+    client = _client(wire, prefix, settings)
+    wire.server.take()
+    wire.server.reply_next(prefix, response)
+    message = client.invoke([HumanMessage("read a.py")], **call)
+    wire.server.take()
+    assert isinstance(message, AIMessage)
+    later = [HumanMessage("read a.py"), message, HumanMessage("go on")]
+    body = sent(wire, client, later)
+    return {
+        "response": response,
+        "message": {"content": message.content, "tool_calls": message.tool_calls},
+        "sent": body.get("messages", body.get("input")),
+    }
+
+
+@pytest.mark.parametrize("name", list(CLIENT_CASES))
+def test_the_clients_build_and_send_reasoning_as_the_fixtures_say(
+    wire: WireClients, name: str
+) -> None:
+    """langchain-anthropic and langchain-openai, offline: a thinking response, an Anthropic
+    compaction block, an OpenAI reasoning item (both output formats) and compaction item.
+    The fixtures are what the tests and the benchmark build their histories from."""
+    fixture = json.loads((FIXTURES / f"{name}.json").read_text())
+    assert json.loads(json.dumps(recorded_case(wire, name), default=str)) == fixture
+
+
+def test_the_benchmark_builds_responses_as_the_clients_do() -> None:
+    """benchmarks/thinking.py's responses have the blocks, keys and order of the fixtures."""
+    from benchmarks.thinking import build_thinking_history
+
+    def shape(content: list[Any]) -> list[tuple[str, list[str]]]:
+        return [(block["type"], sorted(block)) for block in content]
+
+    anthropic = json.loads((FIXTURES / "anthropic_thinking.json").read_text())["message"]
+    openai = json.loads((FIXTURES / "openai_reasoning.json").read_text())["message"]
+    made = build_thinking_history(seed=3, turns=1)[2]
+    made_openai = build_thinking_history(seed=3, turns=1, shape="openai")[2]
+    assert isinstance(made, AIMessage) and isinstance(made_openai, AIMessage)
+    assert shape(made.content)[0] == shape(anthropic["content"])[0]
+    assert shape(made.content)[-1] == shape(anthropic["content"])[-1]
+    assert shape(made_openai.content)[0] == shape(openai["content"])[0]
+    assert shape(made_openai.content)[-1] == shape(openai["content"])[-1]
