@@ -77,6 +77,7 @@ from langchain_context_governance.state.record import (
     PreviousRequest,
     UnusableRecord,
     settings_digest,
+    thread_digest,
 )
 from langchain_context_governance.state.repair_stream import (
     RepairedHistory,
@@ -613,7 +614,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 state.summary = summary_kept(state.summary, job, self._summarize(job))
                 state.previous_request = previous
                 result = self._govern_with(state, original, tools_tokens, overflows)[0]
-            result = self._with_record(state, result, original)
+            result = self._with_record(state, result, original, thread_id)
         self._store_record(thread_id, result.record)
         return result
 
@@ -642,7 +643,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
                 state.summary = summary_kept(state.summary, job, await self._asummarize(job))
                 state.previous_request = previous
                 result = self._govern_with(state, original, tools_tokens, overflows)[0]
-            result = self._with_record(state, result, original)
+            result = self._with_record(state, result, original, thread_id)
         await self._astore_record(thread_id, result.record)
         return result
 
@@ -668,10 +669,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             state = self._conversations.state_for(thread_id, given)
             if not state.lock.acquire(blocking=False):
                 state = self._new_conversation()
-                yield state, self._checked_after_record(state, record, given)
+                yield state, self._checked_after_record(state, record, given, thread_id)
                 return
             try:
-                yield state, self._checked_after_record(state, record, given)
+                yield state, self._checked_after_record(state, record, given, thread_id)
             finally:
                 state.lock.release()
 
@@ -680,6 +681,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         state: ConversationState,
         record: Mapping[str, Any] | None,
         given: list[BaseMessage],
+        thread_id: str | None,
     ) -> list[BaseMessage]:
         """`given` with their contents checked (`readable_contents`), once `state` took
         up `record`: the messages a record's decisions were taken up for were read by
@@ -689,7 +691,7 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         contents are checked (a `None` content read as ""); a content that cannot be
         read is then a ValueError naming its index.
         """
-        self._continue_from_record(state, record, given)
+        self._continue_from_record(state, record, given, thread_id)
         return readable_contents(given, start=state.repairs.checked_before(given))
 
     def _continue_from_record(
@@ -697,32 +699,40 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         state: ConversationState,
         data: Mapping[str, Any] | None,
         messages: list[BaseMessage],
+        thread_id: str | None = None,
     ) -> None:
         """Continue `state` from the record in `data`, where there is one this governor can use.
 
-        A record of another version or written under other settings means another worker
-        served the thread since, in a way this one cannot read: the state is rebuilt from
-        the history. A record written for another history (another agent's messages
-        under the same key, a history shortened in `replace` mode) says nothing about this
-        one and is left aside.
+        A record of another version, written under other settings or for another thread
+        means another worker served the thread since, in a way this one cannot read (or
+        the record was never this thread's): the state is rebuilt from the history. A
+        record written for another history (another agent's messages under the same key,
+        a history shortened in `replace` mode, a message changed in place since) says
+        nothing about this one and is left aside.
         """
         if data is None:
             return
         try:
-            record = GovernanceRecord.from_dict(data, settings=self._settings_digest)
+            record = GovernanceRecord.from_dict(
+                data, settings=self._settings_digest, thread=thread_digest(thread_id)
+            )
         except UnusableRecord as reason:
             logger.debug("context governance: the record is not used (%s); rebuilding", reason)
             state.forget_record()
             return
-        if record.history.continued_by(messages):
-            state.continue_from(record, messages)
-        else:
+        if not state.continue_from(record, messages):
             logger.debug("context governance: the record was written for another history")
 
     def _with_record(
-        self, state: ConversationState, result: GovernanceResult, messages: list[BaseMessage]
+        self,
+        state: ConversationState,
+        result: GovernanceResult,
+        messages: list[BaseMessage],
+        thread_id: str | None,
     ) -> GovernanceResult:
-        record = state.to_record(settings=self._settings_digest, history=messages)
+        record = state.to_record(
+            settings=self._settings_digest, history=messages, thread=thread_digest(thread_id)
+        )
         return dataclasses.replace(result, record=record.to_dict())
 
     def _stored_record(self, thread_id: str | None) -> Mapping[str, Any] | None:

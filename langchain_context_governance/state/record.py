@@ -13,8 +13,12 @@ travels with the thread:
 - `over_budget_warned`: the over-budget warning is logged once per conversation;
 - `truncation_warned`: the newest message whose cut in the current turn was logged, so the
   warning that the current turn alone does not fit is logged once per turn;
-- `history`: how many messages the record was written for and a digest of the last
-  one, so a record is used only for the history it continues;
+- `thread`: a digest of the thread the record was written for, and `history`: how many
+  messages it was written for and a digest of their content (`HistoryDigest`), so a
+  record is used only for its thread and the very content it describes: everything in
+  it that came from messages (the summary, the values the note lists, the counts, the
+  decisions) is bound to that content, and a message changed since (a redaction)
+  makes the record unusable;
 - `calibration`: the token counter's calibration (kept as given, see tokens/);
 - `resume`: what the repair stream, the compaction replay and the request rules decided,
   as positions, counts, call-id digests and tool names (`RepairStream.snapshot`,
@@ -23,14 +27,15 @@ travels with the thread:
   history (a rebuild gives the same decisions, at the cost of the whole history).
 
 It holds no message and no copy of message content: counts, positions, digests, tool
-names, and the summary text. It is plain data (`to_dict`), so a LangGraph
-checkpointer stores it as a value of the graph state (`RECORD_KEY`), and a `BaseStore` as
-an item. A record of another `RECORD_VERSION` or made under other settings
-(`settings_digest`) is never read: `GovernanceRecord.from_dict` says why it cannot be
-used, and the state is rebuilt from the history as on first contact.
+names, and the summary text and the values the note lists. It is plain data
+(`to_dict`), so a LangGraph checkpointer stores it as a value of the graph state
+(`RECORD_KEY`), and a `BaseStore` as an item. A record of another `RECORD_VERSION`, made
+under other settings (`settings_digest`) or for another thread is never read:
+`GovernanceRecord.from_dict` says why it cannot be used, and the state is rebuilt from
+the history as on first contact.
 
-Digests here are process-independent (BLAKE2b), unlike Python's `hash`, which every
-process salts anew: a record written by one worker is read by another.
+Digests here are process-independent (BLAKE2b, SHA-256), unlike Python's `hash`, which
+every process salts anew: a record written by one worker is read by another.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
@@ -42,9 +47,11 @@ Example:
     >>> GovernanceRecord.from_dict({**data, "version": 0}, settings="s1")
     Traceback (most recent call last):
     ...
-    langchain_context_governance.state.record.UnusableRecord: record version 0, expected 3
+    langchain_context_governance.state.record.UnusableRecord: record version 0, expected 4
     >>> record.history.continued_by([*history, HumanMessage("more")])
     True
+    >>> record.history.continued_by([HumanMessage("ho", id="m1")])  # changed in place
+    False
 """
 
 from __future__ import annotations
@@ -80,6 +87,7 @@ __all__ = [
     "request_digests",
     "settings_digest",
     "stable_digest",
+    "thread_digest",
 ]
 
 RECORD_KEY = "context_governance"
@@ -87,8 +95,9 @@ RECORD_KEY = "context_governance"
 
 # Raised whenever the record's layout or meaning changes; a record of another version is
 # ignored and the state rebuilt from the history. 2: the `resume` section. 3: the
-# replay's compacted counts, a None content digested as "", `truncation_warned`.
-RECORD_VERSION = 3
+# replay's compacted counts, a None content digested as "", `truncation_warned`. 4: the
+# thread, and the history's content (not ids and lengths) in its digests.
+RECORD_VERSION = 4
 # Bytes of a request message's digest in the record: the prefix report compares them,
 # and so does the request-level repair of the first call on another worker (a leading
 # message taken for the previous request's is not checked again), so a false match is
@@ -139,12 +148,17 @@ def _json(value: Any) -> bytes:
 
 
 class HistoryDigest:
-    """A process-independent digest of a history as `_messages.message_key` tells its
-    messages apart (each message's id, class and content length; everything sent where it
-    has no id), grown as the history grows: taking in a history at once or call by call
-    gives the same digest. Contents are read as `message_key` reads them (before they are
-    checked: a `None` content as ""), and `all_text` says whether every content taken in
-    is text, so the content check has nothing to look at in them.
+    """A process-independent digest of a history's content, grown as the history grows:
+    taking in a history at once or call by call gives the same digest.
+
+    Everything `_messages.message_key` tells messages apart by goes in: each message's
+    id, class and content (text, or content blocks as JSON), its name, a result's call
+    id, an assistant message's tool calls and its extra fields. A message changed in
+    place (same id, same length, other text) gives another digest: ids and lengths
+    never stand for content. Contents are read as the governor reads them (before they
+    are checked: a `None` content as ""), and `all_text` says whether every content
+    taken in is text, so the content check has nothing to look at in them. The text is
+    hashed with SHA-256, which the processors the package runs on compute in hardware.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -157,7 +171,7 @@ class HistoryDigest:
         >>> digest([a], [b]) == digest([a, b])
         True
         >>> digest([a]) == digest([HumanMessage("x", id="1")])  # same id, class and length
-        True
+        False
         >>> digest([a]) == digest([b])
         False
     """
@@ -166,12 +180,30 @@ class HistoryDigest:
         self._ids = hashlib.blake2b(digest_size=16)
         self._classes = hashlib.blake2b(digest_size=16)
         self._lengths = hashlib.blake2b(digest_size=16)
+        self._texts = hashlib.sha256()
+        self._extras = hashlib.sha256()
+        self._count = 0
         self.all_text = True
 
-    def add(self, messages: list[BaseMessage]) -> HistoryDigest:
+    @property
+    def count(self) -> int:
+        """How many messages were taken in."""
+        return self._count
+
+    def copy(self) -> HistoryDigest:
+        """An independent copy, to be grown apart from this one."""
+        copied = HistoryDigest.__new__(HistoryDigest)
+        copied._ids, copied._classes = self._ids.copy(), self._classes.copy()
+        copied._lengths, copied._texts = self._lengths.copy(), self._texts.copy()
+        copied._extras, copied._count = self._extras.copy(), self._count
+        copied.all_text = self.all_text
+        return copied
+
+    def add(self, messages: Sequence[BaseMessage]) -> HistoryDigest:
         """Take in `messages`, after those taken in before; returns itself."""
         if not messages:
             return self
+        messages = messages if isinstance(messages, list) else list(messages)
         ids = list(map(_ID, messages))
         try:
             # A join is a TypeError where an id is not text (None where a message has none).
@@ -191,12 +223,53 @@ class HistoryDigest:
         length = len if kinds <= {str, list} else compared_content_length
         # From a list: an array made from an iterator grows one element at a time.
         self._lengths.update(little_endian(array("q", list(map(length, contents)))))
+        text = kinds <= {str}
+        if text:
+            self._texts.update("".join(contents).encode("utf-8", "surrogatepass"))
+        for offset, (message, content) in enumerate(zip(messages, contents, strict=True)):
+            if not text:
+                self._add_content(self._count + offset, content)
+            extra = _extra_fields(message)
+            if extra:
+                self._extra(self._count + offset, "fields", extra)
+        self._count += len(messages)
         return self
 
+    def _add_content(self, position: int, content: Any) -> None:
+        """A content's text after those before it (the lengths tell where each ends); a
+        content that is not text is its JSON, whose size the extras say."""
+        if content is None:
+            return
+        if isinstance(content, str):
+            self._texts.update(content.encode("utf-8", "surrogatepass"))
+            return
+        encoded = _json(content)
+        self._extra(position, "json", str(len(encoded)).encode("ascii"))
+        self._texts.update(encoded)
+
+    def _extra(self, position: int, tag: str, payload: bytes) -> None:
+        self._extras.update(f"{position}:{tag}:{len(payload)}:".encode("ascii") + payload)
+
     def hexdigest(self) -> str:
-        parts = (self._ids, self._classes, self._lengths)
+        parts = (self._ids, self._classes, self._lengths, self._texts, self._extras)
         combined = hashlib.blake2b(b"".join(part.digest() for part in parts), digest_size=16)
         return combined.hexdigest()
+
+
+def _extra_fields(message: BaseMessage) -> bytes:
+    """What the digest reads of `message` besides its id, class and content: its name, a
+    result's call id, an assistant message's tool calls and its extra fields ("" where
+    it has none of them)."""
+    call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
+    calls = (
+        tool_calls_json(message)
+        if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls)
+        else None
+    )
+    kwargs = message.additional_kwargs
+    if message.name is None and call_id is None and calls is None and not kwargs:
+        return b""
+    return _json([message.name, call_id, calls, kwargs])
 
 
 def _identity(message: BaseMessage) -> str:
@@ -204,6 +277,19 @@ def _identity(message: BaseMessage) -> str:
     if message.id and isinstance(message.id, str):
         return message.id
     return f"\x00{stable_digest(message):x}"
+
+
+def thread_digest(thread_id: str | None) -> str | None:
+    """What a record keeps of the thread it was written for (None: a call without one).
+
+    Example:
+        >>> thread_digest("t-1") == thread_digest("t-1") != thread_digest("t-2")
+        True
+    """
+    if thread_id is None:
+        return None
+    encoded = str(thread_id).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(encoded, digest_size=8, person=b"thread").hexdigest()
 
 
 def settings_digest(settings: Mapping[str, Any]) -> str:
@@ -246,22 +332,22 @@ def leading_equal(previous: array[int], current: array[int]) -> int:
 
 @dataclass(frozen=True)
 class HistoryMark:
-    """The history a record was written for: its length and a digest of its last message."""
+    """The history a record was written for: its length and a digest of its content
+    (`HistoryDigest`), so that what the record carries (the summary, the decisions, the
+    values the note lists, the counts) is used only with the very content it came from."""
 
     count: int
-    last: int | None
+    digest: str
 
     @classmethod
     def of(cls, messages: Sequence[BaseMessage]) -> HistoryMark:
-        return cls(len(messages), stable_digest(messages[-1]) if messages else None)
+        return cls(len(messages), HistoryDigest().add(list(messages)).hexdigest())
 
     def continued_by(self, messages: Sequence[BaseMessage]) -> bool:
-        """Whether `messages` holds the history marked (its last message at its place)."""
+        """Whether `messages` begins with the history marked, message for message."""
         if len(messages) < self.count:
             return False
-        if self.count == 0:
-            return True
-        return stable_digest(messages[self.count - 1]) == self.last
+        return HistoryDigest().add(list(messages[: self.count])).hexdigest() == self.digest
 
 
 @dataclass(frozen=True)
@@ -350,6 +436,7 @@ class GovernanceRecord:
 
     settings: str
     history: HistoryMark
+    thread: str | None = None
     summary: SummaryRecord | None = None
     previous_request: bytes | None = None
     over_budget_warned: bool = False
@@ -376,7 +463,8 @@ class GovernanceRecord:
         data: dict[str, Any] = {
             "version": self.version,
             "settings": self.settings,
-            "history": {"count": self.history.count, "last": _hex(self.history.last)},
+            "thread": self.thread,
+            "history": {"count": self.history.count, "digest": self.history.digest},
             "over_budget_warned": self.over_budget_warned,
             "truncation_warned": self.truncation_warned,
             "summary": None,
@@ -394,11 +482,12 @@ class GovernanceRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: Any, *, settings: str) -> GovernanceRecord:
+    def from_dict(cls, data: Any, *, settings: str, thread: str | None = None) -> GovernanceRecord:
         """The record in `data`; `UnusableRecord` says why it cannot be used.
 
         A record is used only when written by this `RECORD_VERSION` under the same
-        request-shaping `settings`; anything else is rebuilt, never misread.
+        request-shaping `settings`, for the same `thread` (`thread_digest` of the call's
+        thread id); anything else is rebuilt, never misread.
         """
         if not isinstance(data, Mapping):
             raise UnusableRecord(f"a record is a mapping, got {type(data).__name__}")
@@ -408,6 +497,8 @@ class GovernanceRecord:
             )
         if data.get("settings") != settings:
             raise UnusableRecord("the record was written under other settings")
+        if data.get("thread") != thread:
+            raise UnusableRecord("the record was written for another thread")
         try:
             history = data["history"]
             summary = data.get("summary")
@@ -415,7 +506,8 @@ class GovernanceRecord:
             calibration = data.get("calibration")
             return cls(
                 settings=settings,
-                history=HistoryMark(_int(history["count"]), _unhex(history["last"])),
+                thread=thread,
+                history=HistoryMark(_int(history["count"]), _hex_digest(history["digest"])),
                 summary=None
                 if summary is None
                 else SummaryRecord(
@@ -435,12 +527,10 @@ class GovernanceRecord:
             raise UnusableRecord(f"the record cannot be read: {error!r}") from error
 
 
-def _hex(value: int | None) -> str | None:
-    return None if value is None else f"{value:0{2 * _MESSAGE_DIGEST_BYTES}x}"
-
-
-def _unhex(value: Any) -> int | None:
-    return None if value is None else int(str(value), 16)
+def _hex_digest(value: Any) -> str:
+    if not isinstance(value, str) or len(value) != 32 or value.strip("0123456789abcdef"):
+        raise ValueError("expected a history digest")
+    return value
 
 
 def _int(value: Any) -> int:

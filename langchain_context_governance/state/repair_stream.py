@@ -24,8 +24,8 @@ its call was already answered with the placeholder, and moving the result back w
 rewrite a prefix the provider's prompt cache holds.
 
 The stream keeps no message objects and no copy of message content: positions, weak
-references and keys of what it read (`_messages.message_key`: a message's id, class and
-content length, or its fingerprint where it has no id), the call ids declared, and for
+references and keys of what it read (`_messages.message_key`: a hash of a message's
+content, id and class), a digest of their content, the call ids declared, and for
 each message a repair made, how to make it again from the caller's messages (a recipe).
 A made message is kept only as long as the messages it was made from are alive, and is
 served only to a call that passes those very objects: a conversation is never given a
@@ -34,9 +34,11 @@ message made from another conversation's messages, however equal their text.
 A call normally passes the messages read before as the very same objects, which one
 identity check per message confirms (`_ReadObjects`). A history reloaded from a checkpoint
 (new objects, as the first call of every LangGraph run gets it) is matched by the
-messages' keys, in bulk, without reading their text; `message_key` says which in-place
-edits this sees. Once the newest message read is freed (the run ended), the weak
-references are dropped together: an idle conversation keeps none.
+messages' keys, in bulk: a message changed in place (same id, other content) is another
+message, and the stream starts over, so nothing decided on the old content (counts,
+repairs, the replay's decisions and the note's values, the summary) outlives it. Once
+the newest message read is freed (the run ended), the weak references are dropped
+together: an idle conversation keeps none.
 """
 
 from __future__ import annotations
@@ -345,6 +347,11 @@ class RepairStream:
         """How many of the caller's messages the final part was read from."""
         return self._read
 
+    def history_digest(self) -> HistoryDigest:
+        """A copy of the digest of the caller's messages read (`read_count` of them), to
+        be grown with the messages after them."""
+        return self._digest.copy()
+
     @staticmethod
     def read_count_of(snapshot: Mapping[str, Any]) -> int | None:
         """How many messages the stream that wrote `snapshot` had read (None where it
@@ -370,17 +377,25 @@ class RepairStream:
             "declared_at": self._packed.declared_at.pack(self._declared.values()),
         }
 
-    def restore(self, data: Mapping[str, Any], messages: Sequence[BaseMessage]) -> bool:
+    def restore(
+        self,
+        data: Mapping[str, Any],
+        messages: Sequence[BaseMessage],
+        *,
+        digest: HistoryDigest | None = None,
+    ) -> bool:
         """Continue from another stream's `snapshot`, where `messages` begins with the
-        history it read (by `HistoryDigest`); False, and started over, where not or where
-        `data` cannot be read."""
+        history it read (by `HistoryDigest`: `digest`, where the caller made it of the
+        messages the snapshot says were read); False, and started over, where not or
+        where `data` cannot be read."""
         self.start_over()
         try:
             read = as_count(data["read"])
             if read > len(messages):
                 return False
             history = list(messages[:read])
-            digest = HistoryDigest().add(history)
+            if digest is None or digest.count != read:
+                digest = HistoryDigest().add(history)
             if digest.hexdigest() != data["digest"]:
                 return False
             packed = self._packed
@@ -414,7 +429,7 @@ class RepairStream:
             self.start_over()
             return False
         self._read = read
-        self._digest = digest
+        self._digest = digest.copy()
         self._objects.replace(history)
         self._keys = None
         # What was made of the messages read is made again from these; the read of this
