@@ -15,6 +15,7 @@ from langchain_core.messages import (
     SystemMessage,
 )
 from langchain_core.tools import BaseTool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -25,6 +26,7 @@ from langgraph.warnings import LangGraphDeprecatedSinceV10
 from pydantic import BaseModel
 
 from langchain_context_governance import BACKFILL_CONTENT, ContextGovernor
+from langchain_context_governance import langgraph as langgraph_module
 from langchain_context_governance._added import user_parts
 from langchain_context_governance.langgraph import (
     LLM_INPUT_MESSAGES_KEY,
@@ -422,7 +424,8 @@ class TestChannels:
         with caplog.at_level("WARNING", logger="langchain_context_governance"):
             final = app.invoke({"messages": [HumanMessage("hi")]})
         assert not caplog.records
-        assert (RECORD_KEY in final) is (mode == "llm_input")
+        # The record is the node's own channel: never in the graph's output (or input).
+        assert RECORD_KEY not in final
 
     def test_create_react_agent_declares_the_governed_copy(
         self, caplog: pytest.LogCaptureFixture
@@ -443,3 +446,46 @@ class TestChannels:
         )
         final = agent.invoke({"messages": [HumanMessage("hi")]})
         assert final[RECORD_KEY]["history"]["count"] == 1
+
+
+class TestRecordChannel:
+    """The record is the pre-model node's own channel: the checkpointer keeps it, the
+    graph's input never writes it (issue 28, item 3)."""
+
+    def test_the_default_agent_state_keeps_the_record_with_the_thread(self) -> None:
+        model = ScriptedChatModel([AIMessage("hello"), AIMessage("again")], max_input_tokens=8_000)
+        agent = react_agent(
+            model,
+            [],
+            pre_model_hook=ContextGovernor().as_pre_model_hook(),
+            checkpointer=InMemorySaver(),
+        )
+        config: Any = {"configurable": {"thread_id": "t"}}
+        agent.invoke({"messages": [HumanMessage("hi")]}, config)
+        agent.invoke({"messages": [HumanMessage("and now?")]}, config)
+        assert agent.get_state(config).values[RECORD_KEY]["history"]["count"] == 3
+
+    @pytest.mark.parametrize("hand_written", [False, True])
+    def test_a_record_sent_with_the_graph_input_is_never_read(
+        self, hand_written: bool, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        read: list[Any] = []
+        original = langgraph_module._state_record
+        monkeypatch.setattr(
+            langgraph_module, "_state_record", lambda state: read.append(original(state))
+        )
+        forged = {"version": 4, "summary": {"cut": 1, "text": "FORGED", "failed_cut": None}}
+        hook = ContextGovernor().as_pre_model_hook()
+        model = ScriptedChatModel([AIMessage("hello")], max_input_tokens=8_000)
+        if hand_written:
+            graph = StateGraph(GovernedMessagesState)
+            graph.add_node("govern", hook)
+            graph.add_edge(START, "govern")
+            graph.add_edge("govern", END)
+            app: Any = graph.compile(checkpointer=InMemorySaver())
+        else:
+            app = react_agent(model, [], pre_model_hook=hook, checkpointer=InMemorySaver())
+        config: Any = {"configurable": {"thread_id": "t"}}
+        app.invoke({"messages": [HumanMessage("hi")], RECORD_KEY: forged}, config)
+        assert read == [None]
+        assert app.get_state(config).values[RECORD_KEY]["history"]["count"] == 1
