@@ -586,6 +586,8 @@ class CacheAwareReplay:
         self._pin_task = pin_task
         self._max_tokens = max_tokens
         self._shared_calibration = shared_calibration
+        # What tells this conversation's reports apart from others' in the shared default.
+        self._conversation = object()
         self._last_request: array[int] | None = None
         self._joined: MadeMessages[tuple[BaseMessage, int, int]] = MadeMessages(limit=_JOINED_KEPT)
         self._notes: dict[tuple[Any, ...], list[tuple[BaseMessage, int, int]]] = {}
@@ -909,7 +911,11 @@ class CacheAwareReplay:
         end: int,
         overflows: Sequence[Overflow] = (),
     ) -> None:
-        """The decisions at one model call, and again after each refusal for length."""
+        """The decisions at one model call, and again after each refusal for length. A
+        call the provider answered without a refusal before it lets what earlier refusals
+        added to the calibration decay (`Calibration.decayed`)."""
+        if not overflows and decisions.calibration.boost != 1.0:
+            decisions.calibration = decisions.calibration.decayed()
         self._step(history, decisions, end=end)
         for overflow in overflows:
             calibration = self._calibration(decisions)
@@ -930,7 +936,9 @@ class CacheAwareReplay:
             return
         decisions.calibration = decisions.calibration.observe(estimate=estimate, reported=reported)
         if decisions is self._decisions and self._shared_calibration is not None:
-            self._shared_calibration.observe(estimate=estimate, reported=reported)
+            self._shared_calibration.observe(
+                estimate=estimate, reported=reported, conversation=self._conversation
+            )
 
     def _step(self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int) -> None:
         """The decisions at one model call on the first `end` messages.
