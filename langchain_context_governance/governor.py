@@ -89,6 +89,7 @@ from langchain_context_governance.state.summary import (
     SummaryJob,
     aask_within,
     ask_within,
+    max_summary_chars,
     summary_job,
     summary_kept,
     summary_of_reply,
@@ -714,12 +715,18 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             return
         try:
             record = GovernanceRecord.from_dict(
-                data, settings=self._settings_digest, thread=thread_digest(thread_id)
+                data,
+                settings=self._settings_digest,
+                thread=thread_digest(thread_id),
+                max_summary_chars=max_summary_chars(self._summary_tokens()),
             )
         except UnusableRecord as reason:
             logger.debug("context governance: the record is not used (%s); rebuilding", reason)
             state.forget_record()
             return
+        if self._summary_model is None and record.summary is not None:
+            # Only a summary this governor's summary model writes is ever sent.
+            record = dataclasses.replace(record, summary=None)
         if not state.continue_from(record, messages):
             logger.debug("context governance: the record was written for another history")
 
@@ -821,13 +828,11 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         """What the summary of this call's cut is made of, where one is wanted and missing."""
         if self._summary_model is None or plan.cut == 0 or plan.omitted == 0:
             return None
-        assert self._budget is not None
-        return summary_job(
-            state.summary,
-            history,
-            cut=plan.cut,
-            max_tokens=max(_MIN_SUMMARY_TOKENS, self._budget // 10),
-        )
+        return summary_job(state.summary, history, cut=plan.cut, max_tokens=self._summary_tokens())
+
+    def _summary_tokens(self) -> int:
+        """The tokens a summary may take: a tenth of the budget, at least a few dozen."""
+        return max(_MIN_SUMMARY_TOKENS, (self._budget or 0) // 10)
 
     def _summarize(self, job: SummaryJob) -> str | None:
         assert self._summary_model is not None

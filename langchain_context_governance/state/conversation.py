@@ -20,6 +20,7 @@ states here are a cache in front of the records.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +44,8 @@ from langchain_context_governance.state.repair_stream import (
     StreamRead,
 )
 from langchain_context_governance.tokens.calibration import Overflow
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_CONVERSATIONS = 10_000
 # States kept per thread (several agents of one graph may share a thread, each with its
@@ -214,7 +217,7 @@ class ConversationState:
             # Another worker served the thread since: its decisions cost less to take up
             # than the messages it read since this state's call.
             self.start_over()
-            self._resume(record.resume, messages, prefix)
+            self._resume(record, messages, prefix)
         self.summary = record.summary
         self.previous_request = (
             None if record.previous_request is None else PreviousRequest(record.previous_request)
@@ -239,26 +242,35 @@ class ConversationState:
         return read is not None and read > self.repairs.read_count
 
     def _resume(
-        self, data: Mapping[str, Any] | None, messages: Sequence[BaseMessage], read: HistoryDigest
+        self, record: GovernanceRecord, messages: Sequence[BaseMessage], read: HistoryDigest
     ) -> None:
-        """Take up the decisions another worker's state made on `messages`' history (its
+        """Take up the decisions another worker's state made on `messages`' history (the
         record's `resume`), so that this call reads only what is new; where they cannot
-        be used, the history is read from the start, to the same decisions. `read` is the
-        digest of the messages the record's stream read."""
+        be used, the history is read from the start, to the same decisions (and the
+        reason is logged at DEBUG). `read` is the digest of the messages the record's
+        stream read."""
+        data = record.resume
         if not data:
             return
-        stream, replay = data.get("stream"), data.get("replay")
-        if not isinstance(stream, Mapping):
-            return
-        if not self.repairs.restore(stream, messages, digest=read):
+        stream, replay, rules = data.get("stream"), data.get("replay"), data.get("rules")
+        if not isinstance(stream, Mapping) or not self.repairs.restore(
+            stream, messages, digest=read
+        ):
+            logger.debug("context governance: the record's repairs are not used; rebuilding")
             return
         if isinstance(replay, Mapping) and self.new_replay is not None:
             restored = self.new_replay()
-            if restored.restore(replay):
+            if restored.restore(replay, final=self.repairs.final_count):
                 self._replays[restored.fixed_tokens] = restored
-        if self.request_repairs is not None:
-            rules = data.get("rules")
-            self.request_repairs.restore(rules if isinstance(rules, Mapping) else None)
+            else:
+                logger.debug("context governance: the record's replay is not used; rebuilding")
+        if self.request_repairs is not None and isinstance(rules, Mapping):
+            length = (
+                0
+                if record.previous_request is None
+                else len(PreviousRequest(record.previous_request))
+            )
+            self.request_repairs.restore(rules, length=length)
 
     def to_record(
         self, *, settings: str, history: Sequence[BaseMessage], thread: str | None = None

@@ -70,6 +70,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langchain_context_governance._messages import compared_content_length, tool_calls_json
 from langchain_context_governance._packing import little_endian
+from langchain_context_governance.tokens.calibration import Calibration
 
 _ID = operator.attrgetter("id")
 _CONTENT = operator.attrgetter("content")
@@ -104,6 +105,29 @@ RECORD_VERSION = 4
 # as unlikely as one of the 64-bit fingerprints a process compares.
 _REQUEST_DIGEST_BYTES = 8
 _MESSAGE_DIGEST_BYTES = 8
+# What a record may hold, beyond which no governor wrote it: messages in a history;
+# positions of the repaired history per message (repairs add user turns, bridges and
+# backfilled results); messages governance adds to a request beside those (the note's
+# turns, placeholders); the default bound on a summary's length.
+_MAX_MESSAGES = 1 << 31
+_MAX_MADE_A_MESSAGE = 4
+_ADDED_A_REQUEST = 1_024
+DEFAULT_MAX_SUMMARY_CHARS = 400_000
+_RECORD_KEYS = frozenset(
+    {
+        "version",
+        "settings",
+        "thread",
+        "history",
+        "summary",
+        "previous_request",
+        "over_budget_warned",
+        "truncation_warned",
+        "calibration",
+        "resume",
+        "serial",
+    }
+)
 
 
 class UnusableRecord(ValueError):
@@ -482,49 +506,101 @@ class GovernanceRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: Any, *, settings: str, thread: str | None = None) -> GovernanceRecord:
+    def from_dict(
+        cls,
+        data: Any,
+        *,
+        settings: str,
+        thread: str | None = None,
+        max_summary_chars: int = DEFAULT_MAX_SUMMARY_CHARS,
+    ) -> GovernanceRecord:
         """The record in `data`; `UnusableRecord` says why it cannot be used.
 
         A record is used only when written by this `RECORD_VERSION` under the same
         request-shaping `settings`, for the same `thread` (`thread_digest` of the call's
-        thread id); anything else is rebuilt, never misread.
+        thread id); anything else is rebuilt, never misread. A record is untrusted input
+        (the graph state or a store gives it): a key it does not have, a value of another
+        kind, a number out of the range the history it marks allows, a summary longer
+        than `max_summary_chars` (what the governor's summary model may write) make it
+        unusable, before anything is made of them. What `resume` holds is checked by the
+        state that takes it up (`RepairStream.restore`, `CacheAwareReplay.restore`,
+        `ContinuedRepair.restore`).
         """
         if not isinstance(data, Mapping):
             raise UnusableRecord(f"a record is a mapping, got {type(data).__name__}")
         if data.get("version") != RECORD_VERSION:
             raise UnusableRecord(
-                f"record version {data.get('version')!r}, expected {RECORD_VERSION}"
+                f"record version {_shown(data.get('version'))}, expected {RECORD_VERSION}"
             )
         if data.get("settings") != settings:
             raise UnusableRecord("the record was written under other settings")
         if data.get("thread") != thread:
             raise UnusableRecord("the record was written for another thread")
+        if set(data) != _RECORD_KEYS:
+            raise UnusableRecord("the record has keys this version does not write")
         try:
             history = data["history"]
-            summary = data.get("summary")
-            previous = data.get("previous_request")
-            calibration = data.get("calibration")
+            count = _int(history["count"])
+            # Positions of the repaired history (which repairs make longer, by a bounded
+            # share) and messages of a request (the note's turns added) are bounded by it.
+            positions = _MAX_MADE_A_MESSAGE * count + _ADDED_A_REQUEST
             return cls(
                 settings=settings,
                 thread=thread,
-                history=HistoryMark(_int(history["count"]), _hex_digest(history["digest"])),
-                summary=None
-                if summary is None
-                else SummaryRecord(
-                    cut=_int(summary["cut"]),
-                    text=_optional_str(summary["text"]),
-                    failed_cut=None
-                    if summary["failed_cut"] is None
-                    else _int(summary["failed_cut"]),
-                ),
-                previous_request=None if previous is None else _unpack(previous),
-                over_budget_warned=bool(data.get("over_budget_warned", False)),
-                truncation_warned=_optional_int(data.get("truncation_warned")),
-                calibration=None if calibration is None else dict(calibration),
-                resume=_optional_mapping(data.get("resume")),
+                history=HistoryMark(count, _hex_digest(history["digest"])),
+                summary=_summary(data["summary"], positions, max_summary_chars),
+                previous_request=_previous_request(data["previous_request"], positions),
+                over_budget_warned=_flag(data["over_budget_warned"]),
+                truncation_warned=_optional_int(data["truncation_warned"], count),
+                calibration=_calibration(data["calibration"]),
+                resume=_optional_mapping(data["resume"]),
             )
         except (KeyError, TypeError, ValueError) as error:
-            raise UnusableRecord(f"the record cannot be read: {error!r}") from error
+            raise UnusableRecord(f"the record cannot be read: {error}") from error
+
+
+def _summary(data: Any, positions: int, max_chars: int) -> SummaryRecord | None:
+    if data is None:
+        return None
+    if not isinstance(data, Mapping) or set(data) != {"cut", "text", "failed_cut"}:
+        raise ValueError("a summary of other fields")
+    text = data["text"]
+    if text is not None and (not isinstance(text, str) or len(text) > max_chars):
+        raise ValueError(f"a summary longer than {max_chars} characters")
+    return SummaryRecord(
+        cut=_int(data["cut"], positions),
+        text=text,
+        failed_cut=_optional_int(data["failed_cut"], positions),
+    )
+
+
+def _previous_request(text: Any, positions: int) -> bytes | None:
+    if text is None:
+        return None
+    if not isinstance(text, str) or len(text) > (_REQUEST_DIGEST_BYTES * positions + 2) // 3 * 4:
+        raise ValueError("a previous request longer than the history allows")
+    return _unpack(text)
+
+
+def _calibration(data: Any) -> Mapping[str, Any] | None:
+    if data is None:
+        return None
+    Calibration.from_dict(data)
+    return dict(data)
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected a flag, got {_shown(value)}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    """`value` in a message: a number as it is, anything else by its type (a record's
+    value may be text of any length or a list nested thousands deep)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**20:
+        return str(value)
+    return type(value).__name__
 
 
 def _hex_digest(value: Any) -> str:
@@ -533,14 +609,14 @@ def _hex_digest(value: Any) -> str:
     return value
 
 
-def _int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"expected a count, got {value!r}")
+def _int(value: Any, limit: int = _MAX_MESSAGES) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+        raise ValueError(f"expected a count of at most {limit}, got {_shown(value)}")
     return value
 
 
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else _int(value)
+def _optional_int(value: Any, limit: int) -> int | None:
+    return None if value is None else _int(value, limit)
 
 
 def _optional_mapping(value: Any) -> Mapping[str, Any] | None:

@@ -224,17 +224,20 @@ class Calibration:
         """The value `to_dict` wrote; ValueError for data of another version or shape (a
         record is untrusted input: every field is checked, none is taken as it comes)."""
         if not isinstance(data, Mapping) or data.get("version") != _RECORD_VERSION:
-            raise ValueError(f"not a calibration record of version {_RECORD_VERSION}: {data!r:.80}")
+            raise ValueError(
+                f"not a calibration record of version {_RECORD_VERSION}: {type(data).__name__}"
+            )
         if set(data) != {"version", "factor", "observations", "boost"}:
             raise ValueError("calibration record: fields this version does not write")
         factor, observations, boost = data["factor"], data["observations"], data["boost"]
         for name, value in (("factor", factor), ("boost", boost)):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"calibration record: {name} must be a number, got {value!r:.40}")
+                raise ValueError(
+                    f"calibration record: {name} must be a number, got {type(value).__name__}"
+                )
         if isinstance(observations, bool) or not isinstance(observations, int):
-            raise ValueError(
-                f"calibration record: observations must be an int, got {observations!r:.40}"
-            )
+            kind = type(observations).__name__
+            raise ValueError(f"calibration record: observations must be an int, got {kind}")
         if not (math.isfinite(factor) and math.isfinite(boost)):
             raise ValueError("calibration record: factor and boost must be finite")
         return cls(factor=float(factor), observations=observations, boost=float(boost))
