@@ -35,6 +35,7 @@ _CONTENT = operator.attrgetter("content")
 _ID = operator.attrgetter("id")
 
 __all__ = [
+    "MAX_NESTING",
     "as_message_list",
     "call_key",
     "content_fingerprint",
@@ -52,6 +53,7 @@ __all__ = [
     "message_keys",
     "message_keys_and_text",
     "messages_to_govern",
+    "nested_too_deep",
     "readable_contents",
     "tool_names_by_call_id",
 ]
@@ -145,6 +147,53 @@ def readable_contents(messages: list[BaseMessage], *, start: int = 0) -> list[Ba
                 + ", ".join(sorted(names))
             )
     return messages if repaired is None else repaired
+
+
+# Nesting no chat message needs: deeper content, arguments or extra fields are refused by
+# name (JSON and `repr`, which every digest and count reads them with, recurse).
+MAX_NESTING = 100
+
+
+def _nesting(value: Any, limit: int) -> bool:
+    """Whether `value` nests lists and mappings deeper than `limit` (walked with a stack,
+    never recursion, and only as deep as `limit`)."""
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, Mapping):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
+
+
+def nested_too_deep(messages: Sequence[BaseMessage]) -> ValueError | None:
+    """A ValueError naming the first message whose content, tool-call arguments or extra
+    fields nest deeper than `MAX_NESTING`, or None where none does: what a recursion
+    error in reading them is said as (see `ContextGovernor.govern`).
+
+    Example:
+        >>> deep: Any = "x"
+        >>> for _ in range(150):
+        ...     deep = [deep]
+        >>> block = {"type": "text", "text": "a", "x": deep}
+        >>> print(nested_too_deep([HumanMessage("hi"), HumanMessage([block])]))
+        message 1: its content, tool calls or extra fields nest more than 100 levels deep
+    """
+    for index, message in enumerate(messages):
+        calls = message.tool_calls if isinstance(message, AIMessage) else ()
+        parts = (message.content, message.additional_kwargs, [call.get("args") for call in calls])
+        if any(_nesting(part, MAX_NESTING) for part in parts):
+            return ValueError(
+                f"message {index}: its content, tool calls or extra fields nest more than "
+                f"{MAX_NESTING} levels deep"
+            )
+    return None
 
 
 def messages_to_govern(value: Any, *, check_contents: bool = True) -> list[BaseMessage]:

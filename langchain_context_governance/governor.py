@@ -21,6 +21,7 @@ from pydantic import ConfigDict, PrivateAttr, model_validator
 from langchain_context_governance._messages import (
     calls_encoded_once,
     messages_to_govern,
+    nested_too_deep,
     readable_contents,
 )
 from langchain_context_governance._settings import reject_unknown_settings
@@ -608,7 +609,13 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         given = _to_message_list(messages)
         if record is None:
             record = self._stored_record(thread_id)
-        with self._conversation(thread_id, given, record) as (state, original):
+        with (
+            _nesting_named(given),
+            self._conversation(thread_id, given, record) as (
+                state,
+                original,
+            ),
+        ):
             tools_tokens = self._tools_tokens(tools)
             result, job, previous = self._govern_with(state, original, tools_tokens, overflows)
             if job is not None:
@@ -637,7 +644,13 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
         given = _to_message_list(messages)
         if record is None:
             record = await self._astored_record(thread_id)
-        with self._conversation(thread_id, given, record) as (state, original):
+        with (
+            _nesting_named(given),
+            self._conversation(thread_id, given, record) as (
+                state,
+                original,
+            ),
+        ):
             tools_tokens = self._tools_tokens(tools)
             result, job, previous = self._govern_with(state, original, tools_tokens, overflows)
             if job is not None:
@@ -783,7 +796,10 @@ class ContextGovernor(RunnableSerializable[GovernorInput, list[BaseMessage]]):
             )
             assert run is not None
             governed, changes = run.request, run.changes
-        except Exception:
+        except Exception as error:
+            named = nested_too_deep(original) if isinstance(error, RecursionError) else None
+            if named is not None:
+                raise named from error
             logger.exception("context governance failed; sending the minimal repair instead")
             state.start_over()
             governed, changes = self._run_minimal_repair(original)
@@ -1201,6 +1217,19 @@ _PAIR_REPAIRS: list[tuple[str, PassFunction]] = [
     (DROP_ORPHANS, drop_orphan_tool_results_with_count),
     (BACKFILL, backfill_missing_tool_results_with_count),
 ]
+
+
+@contextmanager
+def _nesting_named(messages: list[BaseMessage]) -> Iterator[None]:
+    """A recursion error in reading `messages` (JSON and `repr` recurse) said as a
+    ValueError naming the message nested too deep; any other is raised as it came."""
+    try:
+        yield
+    except RecursionError as error:
+        named = nested_too_deep(messages)
+        if named is None:
+            raise
+        raise named from error
 
 
 def _log_summary_failure(error: Exception) -> None:
