@@ -835,8 +835,14 @@ class CacheAwareReplay:
         kinds_hold = (
             all(isinstance(history[i], SystemMessage) for i in replay.system_indices)
             and all(is_task_candidate(history[i]) for i in replay.users)
-            and all(isinstance(history[i], ToolMessage) for i in replay.compactable)
-            and all(isinstance(history[i], ToolMessage) for i in replay.excluded)
+            and all(
+                self._result_name(history, i) == replay.compactable_names[i]
+                for i in replay.compactable
+            )
+            and all(
+                self._result_name(history, i) in self._compaction.exclude_tools
+                for i in replay.excluded
+            )
         )
         if not kinds_hold or not self._task_holds(history):
             return False
@@ -1001,6 +1007,14 @@ class CacheAwareReplay:
             assert copy is not None
             self._task_copies.put(0, (task,), history, copy)
         return copy
+
+    @staticmethod
+    def _result_name(history: Sequence[BaseMessage], index: int) -> str | None:
+        """The tool of the result at `index` (None where it is no result)."""
+        message = history[index]
+        if not isinstance(message, ToolMessage):
+            return None
+        return message.name or _called_tool(history, index, message.tool_call_id)
 
     def _note_tool_result(
         self, history: Sequence[BaseMessage], message: ToolMessage, index: int

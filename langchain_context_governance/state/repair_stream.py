@@ -411,7 +411,7 @@ class RepairStream:
                 digest = HistoryDigest().add(history)
             if digest.hexdigest() != data["digest"]:
                 return False
-            self._take_up(data, read)
+            self._take_up(data, history)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError):
             self.start_over()
             return False
@@ -426,11 +426,13 @@ class RepairStream:
         self._found = (messages, "reloaded", read if digest.all_text else 0)
         return True
 
-    def _take_up(self, data: Mapping[str, Any], read: int) -> None:
-        """The decisions of a snapshot of `read` messages, each bounded by them before
+    def _take_up(self, data: Mapping[str, Any], history: list[BaseMessage]) -> None:
+        """The decisions of a snapshot of the messages read (`history`), each bounded by
+        them before
         anything is made of it (a snapshot is untrusted input: it comes from a record), so
         that no record makes a stream allocate or compute more than its history is worth;
         a ValueError where anything is out of range."""
+        read = len(history)
         packed = self._packed
         # At most a call id per call the messages declare: a generous bound per message.
         declared = _column(packed.declared, data["declared"], _MAX_CALLS_A_MESSAGE * read)
@@ -465,9 +467,13 @@ class RepairStream:
             raise ValueError("changes of passes that do not exist")
         self._changes = {name: _bounded(number, final + read) for name, number in changes.items()}
         self._read_tokens = _bounded(data["read_tokens"], _MAX_TOKENS_A_MESSAGE * read)
-        opened = data["opened"]
-        if not isinstance(opened, bool):
-            raise ValueError("expected a flag")
+        # Opened where a final message is not a system message (a made one never is).
+        opened = any(
+            source == _MADE or not isinstance(history[source], SystemMessage)
+            for source in self._sources
+        )
+        if data["opened"] is not opened:
+            raise ValueError("the conversation's opening is not the one read")
         self._opened = opened
 
     def read(self, messages: Sequence[BaseMessage]) -> StreamRead:
