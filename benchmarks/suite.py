@@ -538,6 +538,11 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         "--tool-heavy-limit", type=int, default=None, help="replay only the first N conversations"
     )
     parser.add_argument(
+        "--skip-injection",
+        action="store_true",
+        help="no injection replay (benchmarks/injection.py)",
+    )
+    parser.add_argument(
         "--skip-counting",
         action="store_true",
         help="no estimate error table, no 20 MB result timing (benchmarks/counting.py)",
@@ -582,6 +587,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         targets += run_trajectories(arguments)
     if not arguments.skip_tool_heavy:
         targets += run_tool_heavy(arguments)
+    if not arguments.skip_injection and governor_available():
+        from benchmarks.injection import run as run_injection
+
+        targets += run_injection(seed=arguments.seed)
     if not arguments.skip_counting and governor_available():
         run_counting(arguments)
     print("\n## Targets\n")
