@@ -488,13 +488,15 @@ def _content_key(content: object) -> int:
 
 
 def _calls_key(calls: list[Any]) -> int:
-    """Tool calls' part of `message_key`, by their ids, names and arguments: arguments of
-    scalars are hashed as they are, others by their text."""
+    """Tool calls' part of `message_key`, by their ids, names and arguments (in the order
+    of their names: a message rebuilt from a checkpoint may hold them in another): arguments
+    of scalars are hashed as they are, others by their text."""
     parts = []
     for call in calls:
         arguments = call.get("args")
         try:
-            parts.append(hash((call.get("id"), call.get("name"), tuple(arguments.items()))))
+            items = sorted(arguments.items())
+            parts.append(hash((call.get("id"), call.get("name"), tuple(items))))
         except (AttributeError, TypeError):
             parts.append(hash((call.get("id"), call.get("name"), repr(arguments))))
     return hash(tuple(parts))

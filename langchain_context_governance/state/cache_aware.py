@@ -863,6 +863,7 @@ class CacheAwareReplay:
         )
         return (
             history_tokens == decisions.history_tokens
+            and self._readmit_holds(history)
             and (pins.task_pinned, pins.pinned, pins.pinned_kept)
             == (decisions.task_pinned, decisions.pinned, decisions.pinned_kept)
             and values_tokens == decisions.note_values_tokens
@@ -972,6 +973,25 @@ class CacheAwareReplay:
             self._replay.task_cut = copy is not words
             self._replay.task_copied = copy is not message
             self._replay.task_tokens = self._counter.count_message(copy)
+
+    def _readmit_holds(self, history: Sequence[BaseMessage]) -> bool:
+        """Whether what the newest excluded group left out costs (`readmit_tokens`) is of
+        a group left out: none where every excluded group before the cut is kept, at most
+        what its messages cost where one is not."""
+        decisions = self._decisions
+        kept = {group.start for group in decisions.kept_groups}
+        left_out = next(
+            (
+                group
+                for group in self._excluded_groups_newest_first(history, decisions)
+                if group.start not in kept
+            ),
+            None,
+        )
+        if left_out is None:
+            return decisions.readmit_tokens == 0
+        raw = sum(self._replay.tokens[left_out.start : left_out.stop])
+        return 0 < decisions.readmit_tokens <= raw
 
     def _task_holds(self, history: Sequence[BaseMessage]) -> bool:
         """Whether the task taken up from a snapshot is the one `_note_task` finds in

@@ -250,29 +250,35 @@ class HistoryDigest:
         text = kinds <= {str}
         if text:
             self._texts.update("".join(contents).encode("utf-8", "surrogatepass"))
-        for offset, (message, content) in enumerate(zip(messages, contents, strict=True)):
+        # In the order of the positions, whatever the batches: each entry says its position
+        # and its length (a content's JSON size ends at a separator), so no text in it can
+        # pass for another.
+        extras: list[str] = []
+        for offset, message in enumerate(messages):
+            position = self._count + offset
             if not text:
-                self._add_content(self._count + offset, content)
+                size = self._add_content(contents[offset])
+                if size is not None:
+                    extras.append(f"{position}:json:{size}\x1e")
             extra = _extra_fields(message)
             if extra:
-                self._extra(self._count + offset, "fields", extra)
+                extras.append(f"{position}:{len(extra)}:{extra}")
+        if extras:
+            self._extras.update("".join(extras).encode("utf-8", "surrogatepass"))
         self._count += len(messages)
         return self
 
-    def _add_content(self, position: int, content: Any) -> None:
+    def _add_content(self, content: Any) -> int | None:
         """A content's text after those before it (the lengths tell where each ends); a
-        content that is not text is its JSON, whose size the extras say."""
+        content that is not text is its JSON, whose size is returned for the extras."""
         if content is None:
-            return
+            return None
         if isinstance(content, str):
             self._texts.update(content.encode("utf-8", "surrogatepass"))
-            return
+            return None
         encoded = _json(content)
-        self._extra(position, "json", str(len(encoded)).encode("ascii"))
         self._texts.update(encoded)
-
-    def _extra(self, position: int, tag: str, payload: bytes) -> None:
-        self._extras.update(f"{position}:{tag}:{len(payload)}:".encode("ascii") + payload)
+        return len(encoded)
 
     def hexdigest(self) -> str:
         parts = (self._ids, self._classes, self._lengths, self._texts, self._extras)
@@ -280,20 +286,24 @@ class HistoryDigest:
         return combined.hexdigest()
 
 
-def _extra_fields(message: BaseMessage) -> bytes:
+def _extra_fields(message: BaseMessage) -> str:
     """What the digest reads of `message` besides its id, class and content: its name, a
-    result's call id, an assistant message's tool calls and its extra fields ("" where
-    it has none of them)."""
-    call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
-    calls = (
-        tool_calls_json(message)
-        if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls)
-        else None
-    )
+    result's call id, an assistant message's tool calls and its extra fields ("" where it
+    has none of them). Calls and extra fields as JSON with sorted keys (a message rebuilt
+    from a checkpoint may hold its dictionaries' keys in another order); a name and a
+    call id by `repr`, which writes text the same in every process."""
     kwargs = message.additional_kwargs
-    if message.name is None and call_id is None and calls is None and not kwargs:
-        return b""
-    return _json([message.name, call_id, calls, kwargs])
+    if isinstance(message, ToolMessage):
+        fields = f"t{message.name!r}\x1f{message.tool_call_id!r}"
+    elif isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+        fields = f"a{message.name!r}\x1f{tool_calls_json(message)}"
+    elif message.name is not None:
+        fields = f"n{message.name!r}"
+    elif not kwargs:
+        return ""
+    else:
+        fields = ""
+    return f"{fields}\x1e{_json(kwargs).decode('ascii')}" if kwargs else fields
 
 
 def _identity(message: BaseMessage) -> str:

@@ -151,7 +151,7 @@ def test_one_governor_without_thread_ids_never_serves_one_user_another_s_values(
     assert "ACCT-BOBBY" in data.text
 
 
-@settings(max_examples=60)
+@settings(max_examples=200)
 @given(history=histories(max_size=16), cuts=st.lists(st.integers(0, 16), max_size=4))
 def test_the_history_digest_is_the_same_however_the_history_is_taken_in(
     history: list[BaseMessage], cuts: list[int]
