@@ -124,7 +124,8 @@ class RecordedState(AgentState):
 
 def summary_reply(request: list[BaseMessage]) -> AIMessage:
     """A deterministic summary: a digest of everything it was asked to summarize."""
-    digest = hashlib.blake2b(request[-1].text.encode(), digest_size=6).hexdigest()
+    # The transcript is quoted as data in the assistant turn of the summary request.
+    digest = hashlib.blake2b(request[2].text.encode(), digest_size=6).hexdigest()
     return AIMessage(f"Summary {digest}: the modules read so far, and what they compute.")
 
 

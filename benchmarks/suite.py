@@ -616,6 +616,11 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         help="no offload section (benchmarks/offload.py)",
     )
     parser.add_argument(
+        "--skip-injection",
+        action="store_true",
+        help="no injection replay (benchmarks/injection.py)",
+    )
+    parser.add_argument(
         "--skip-counting",
         action="store_true",
         help="no estimate error table, no 20 MB result timing (benchmarks/counting.py)",
@@ -684,6 +689,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         targets += run_offload(arguments)
     if not arguments.skip_thinking and governor_available():
         targets += run_thinking_agents(arguments)
+    if not arguments.skip_injection and governor_available():
+        from benchmarks.injection import run as run_injection
+
+        targets += run_injection(seed=arguments.seed)
     if not arguments.skip_counting and governor_available():
         run_counting(arguments)
     print("\n## Targets\n")

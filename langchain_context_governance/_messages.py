@@ -35,6 +35,7 @@ _CONTENT = operator.attrgetter("content")
 _ID = operator.attrgetter("id")
 
 __all__ = [
+    "MAX_NESTING",
     "as_message_list",
     "call_key",
     "content_fingerprint",
@@ -52,6 +53,7 @@ __all__ = [
     "message_keys",
     "message_keys_and_text",
     "messages_to_govern",
+    "nested_too_deep",
     "readable_contents",
     "tool_names_by_call_id",
 ]
@@ -145,6 +147,53 @@ def readable_contents(messages: list[BaseMessage], *, start: int = 0) -> list[Ba
                 + ", ".join(sorted(names))
             )
     return messages if repaired is None else repaired
+
+
+# Nesting no chat message needs: deeper content, arguments or extra fields are refused by
+# name (JSON and `repr`, which every digest and count reads them with, recurse).
+MAX_NESTING = 100
+
+
+def _nesting(value: Any, limit: int) -> bool:
+    """Whether `value` nests lists and mappings deeper than `limit` (walked with a stack,
+    never recursion, and only as deep as `limit`)."""
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, Mapping):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
+
+
+def nested_too_deep(messages: Sequence[BaseMessage]) -> ValueError | None:
+    """A ValueError naming the first message whose content, tool-call arguments or extra
+    fields nest deeper than `MAX_NESTING`, or None where none does: what a recursion
+    error in reading them is said as (see `ContextGovernor.govern`).
+
+    Example:
+        >>> deep: Any = "x"
+        >>> for _ in range(150):
+        ...     deep = [deep]
+        >>> block = {"type": "text", "text": "a", "x": deep}
+        >>> print(nested_too_deep([HumanMessage("hi"), HumanMessage([block])]))
+        message 1: its content, tool calls or extra fields nest more than 100 levels deep
+    """
+    for index, message in enumerate(messages):
+        calls = message.tool_calls if isinstance(message, AIMessage) else ()
+        parts = (message.content, message.additional_kwargs, [call.get("args") for call in calls])
+        if any(_nesting(part, MAX_NESTING) for part in parts):
+            return ValueError(
+                f"message {index}: its content, tool calls or extra fields nest more than "
+                f"{MAX_NESTING} levels deep"
+            )
+    return None
 
 
 def messages_to_govern(value: Any, *, check_contents: bool = True) -> list[BaseMessage]:
@@ -400,31 +449,73 @@ def call_key(call_id: str) -> int:
 def message_key(message: BaseMessage) -> int:
     """What tells a message read before from another one at its place in a history.
 
-    A message with an id (LangGraph gives every message one, and keeps ids unique in a
-    thread) is known by its id, its class and the length of its content: reading that
-    costs no pass over the text, so a history reloaded from a checkpoint (new objects)
-    is matched at a fraction of the cost of fingerprinting it. A message without an id
-    is known by everything counted (`message_fingerprint`).
-
-    The choice, on purpose: LangGraph's `add_messages` replaces a message with the same
-    id in place. Such an edit is seen where it changes the class or the length of the
-    content; every rewrite governance makes in `replace` mode does (a result compacted
-    to its placeholder, text cut to a head and a tail, user turns joined into blocks).
-    An edit that keeps both (a word swapped for one of the same length, a tool call's
-    arguments) in a message read before is taken for the message read before.
+    A message is known by its content: its id, its class, its text (or content blocks),
+    its name, a result's call id, an assistant message's tool calls and its extra fields
+    (`additional_kwargs`). A message changed in place (LangGraph's `add_messages`
+    replaces a message with the same id: a redaction of the same length, a word swapped,
+    a call's arguments edited) is another message, and everything decided on the old one
+    is dropped with it; ids and lengths alone never stand for content. Python caches a
+    string's hash on the string, so the text of the very objects read before costs
+    nothing to hash again; the text of a history reloaded from a checkpoint (new
+    objects) is hashed once.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
-        >>> message_key(HumanMessage("hi", id="m1")) == message_key(HumanMessage("ho", id="m1"))
+        >>> message_key(HumanMessage("hi", id="m1")) == message_key(HumanMessage("hi", id="m1"))
         True
-        >>> message_key(HumanMessage("hi", id="m1")) == message_key(HumanMessage("hi!", id="m1"))
+        >>> message_key(HumanMessage("hi", id="m1")) == message_key(HumanMessage("ho", id="m1"))
         False
-        >>> message_key(HumanMessage("hi")) == message_key(HumanMessage("ho"))
+        >>> message_key(HumanMessage("hi", id="m1")) == message_key(HumanMessage("hi", id="m2"))
         False
     """
-    if message.id:
-        return hash((message.id, type(message), compared_content_length(message.content)))
-    return message_fingerprint(message)
+    return hash((message.id, type(message), _content_key(message.content), _extras_key(message)))
+
+
+_EMPTY_TEXT_KEY = hash("")
+
+
+def _content_key(content: object) -> int:
+    """A content's part of `message_key`: a `None` content as "" (as the governor reads
+    it), content blocks by their JSON, content of no known shape (not yet checked) as
+    itself only."""
+    if type(content) is str:
+        return hash(content)
+    if content is None:
+        return _EMPTY_TEXT_KEY
+    if isinstance(content, list):
+        return hash(_json_key(content))
+    return hash(("unread content", id(content)))
+
+
+def _calls_key(calls: list[Any]) -> int:
+    """Tool calls' part of `message_key`, by their ids, names and arguments (in the order
+    of their names: a message rebuilt from a checkpoint may hold them in another): arguments
+    of scalars are hashed as they are, others by their text."""
+    parts = []
+    for call in calls:
+        arguments = call.get("args")
+        try:
+            items = sorted(arguments.items())
+            parts.append(hash((call.get("id"), call.get("name"), tuple(items))))
+        except (AttributeError, TypeError):
+            parts.append(hash((call.get("id"), call.get("name"), repr(arguments))))
+    return hash(tuple(parts))
+
+
+def _extras_key(message: BaseMessage) -> int:
+    """What `message_key` reads besides the id, the class and the content."""
+    kwargs = message.additional_kwargs
+    key: tuple[Any, ...] = (message.name, repr(kwargs)) if kwargs else (message.name,)
+    if type(message) is ToolMessage:
+        return hash((*key, message.tool_call_id))
+    if isinstance(message, AIMessage):
+        if message.tool_calls:
+            key += (_calls_key(message.tool_calls),)
+        if message.invalid_tool_calls:
+            key += (repr(message.invalid_tool_calls),)
+    elif isinstance(message, ToolMessage):
+        key += (message.tool_call_id,)
+    return hash(key)
 
 
 def compared_content_length(content: object) -> int:
@@ -449,21 +540,16 @@ def message_keys_and_text(messages: Iterable[BaseMessage]) -> tuple[array[int], 
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> keys, text = message_keys_and_text([HumanMessage("hi", id="m1")])
-        >>> len(keys), text
-        (1, True)
+        >>> len(keys), text, keys[0] == message_key(HumanMessage("hi", id="m1"))
+        (1, True, True)
         >>> message_keys_and_text([HumanMessage(["hi"], id="m1")])[1]
         False
     """
     items = messages if isinstance(messages, list) else list(messages)
-    ids = list(map(_ID, items))
-    if not all(ids):
-        return array("q", map(message_key, items)), False
     contents = list(map(_CONTENT, items))
-    kinds = set(map(type, contents))
-    if kinds <= {str, list}:
-        lengths = list(map(len, contents))
-    else:
-        # A history is compared before its contents are checked (a `None` content).
-        lengths = list(map(compared_content_length, contents))
-    keys = array("q", map(hash, zip(ids, map(type, items), lengths, strict=True)))
-    return keys, kinds <= {str}
+    text = set(map(type, contents)) <= {str}
+    content_keys = map(hash if text else _content_key, contents)
+    parts = zip(
+        map(_ID, items), map(type, items), content_keys, map(_extras_key, items), strict=True
+    )
+    return array("q", map(hash, parts)), text

@@ -110,13 +110,21 @@ def unpack_ints(text: Any, *, wide: bool = True) -> array[int]:
         ('q', 'i')
     """
     if not isinstance(text, str) or text[:2] not in ("i:", "q:"):
-        raise ValueError(f"expected packed integers, got {text!r:.40}")
+        raise ValueError(f"expected packed integers, got {_shown(text)}")
     narrow = array(text[0])
     narrow.frombytes(base64.b64decode(text[2:], validate=True))
     if sys.byteorder != "little":
         narrow.byteswap()
     # From a list: an array made from an array reads it one element at a time.
     return narrow if not wide or narrow.typecode == "q" else array("q", narrow.tolist())
+
+
+def _shown(value: Any) -> str:
+    """`value` in an error message: a number as it is, anything else by its type (a value
+    read from a record may be text of any length or a list nested thousands deep)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**20:
+        return str(value)
+    return type(value).__name__
 
 
 def little_endian(values: array[int]) -> bytes:
@@ -129,5 +137,5 @@ def little_endian(values: array[int]) -> bytes:
 def as_count(value: Any) -> int:
     """`value` where it is a count (an int >= 0, not a bool); a ValueError naming it where not."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"expected a count, got {value!r}")
+        raise ValueError(f"expected a count, got {_shown(value)}")
     return value

@@ -26,6 +26,7 @@ from pydantic import ConfigDict, PrivateAttr
 from langchain_context_governance._messages import (
     calls_encoded_once,
     messages_to_govern,
+    nested_too_deep,
     readable_contents,
 )
 from langchain_context_governance.errors import ContextBudgetExceeded
@@ -43,7 +44,7 @@ from langchain_context_governance.offload import (
 )
 from langchain_context_governance.offload.tool import page_characters_for
 from langchain_context_governance.passes.microcompact import ResultCompaction
-from langchain_context_governance.pipeline import Call, Pipeline, report_of
+from langchain_context_governance.pipeline import MIN_SUMMARY_TOKENS, Call, Pipeline, report_of
 from langchain_context_governance.report import GovernanceReport, GovernanceResult, GovernorInput
 from langchain_context_governance.rules.continued import ContinuedRepair
 from langchain_context_governance.rules.profile import Profile, resolve_profile
@@ -58,12 +59,14 @@ from langchain_context_governance.state.record import (
     PreviousRequest,
     UnusableRecord,
     settings_digest,
+    thread_digest,
 )
 from langchain_context_governance.state.repair_stream import RepairStream
 from langchain_context_governance.state.summary import (
     SummaryJob,
     aask_within,
     ask_within,
+    max_summary_chars,
     summary_kept,
     summary_of_reply,
     summary_request,
@@ -370,7 +373,10 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         if record is None:
             record = self._stored_record(thread_id)
         offload = self._offload_for(thread_id)
-        with self._conversation(thread_id, given, record) as (state, original):
+        with (
+            _nesting_named(given),
+            self._conversation(thread_id, given, record) as (state, original),
+        ):
             tools_tokens = self._tools_tokens(tools)
             result, job, previous = self._govern_with(
                 state, original, tools_tokens, overflows, offload
@@ -379,7 +385,7 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
                 state.summary = summary_kept(state.summary, job, self._summarize(job))
                 state.previous_request = previous
                 result = self._govern_with(state, original, tools_tokens, overflows, offload)[0]
-            result = self._with_record(state, result, original, given)
+            result = self._with_record(state, result, original, given, thread_id)
         self._store_record(thread_id, result.record)
         if offload is not None and thread_id is not None:
             self._keep_offloaded(thread_id, offload)
@@ -404,7 +410,10 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         given = _to_message_list(messages)
         if record is None:
             record = await self._astored_record(thread_id)
-        with self._conversation(thread_id, given, record) as (state, original):
+        with (
+            _nesting_named(given),
+            self._conversation(thread_id, given, record) as (state, original),
+        ):
             tools_tokens = self._tools_tokens(tools)
             result, job, previous = self._govern_with(
                 state, original, tools_tokens, overflows, offload
@@ -413,7 +422,7 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
                 state.summary = summary_kept(state.summary, job, await self._asummarize(job))
                 state.previous_request = previous
                 result = self._govern_with(state, original, tools_tokens, overflows, offload)[0]
-            result = self._with_record(state, result, original, given)
+            result = self._with_record(state, result, original, given, thread_id)
         await self._astore_record(thread_id, result.record)
         if offload is not None and thread_id is not None:
             await self._akeep_offloaded(thread_id, offload)
@@ -441,10 +450,10 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
             state = self._conversations.state_for(thread_id, given)
             if not state.lock.acquire(blocking=False):
                 state = self._new_conversation()
-                yield state, self._checked_after_record(state, record, given)
+                yield state, self._checked_after_record(state, record, given, thread_id)
                 return
             try:
-                yield state, self._checked_after_record(state, record, given)
+                yield state, self._checked_after_record(state, record, given, thread_id)
             finally:
                 state.lock.release()
 
@@ -453,6 +462,7 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         state: ConversationState,
         record: Mapping[str, Any] | None,
         given: list[BaseMessage],
+        thread_id: str | None,
     ) -> list[BaseMessage]:
         """`given` from the newest provider compaction on (`ConversationState.
         provider_window`: what it stands for is never sent again), with their contents
@@ -466,7 +476,7 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         """
         found, _, start = state.provider_window(given)
         window = given if start is None else list(found)
-        self._continue_from_record(state, record, window)
+        self._continue_from_record(state, record, window, thread_id)
         return readable_contents(window, start=state.repairs.checked_before(window))
 
     def _continue_from_record(
@@ -474,27 +484,39 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         state: ConversationState,
         data: Mapping[str, Any] | None,
         messages: list[BaseMessage],
+        thread_id: str | None = None,
     ) -> None:
         """Continue `state` from the record in `data`, where there is one this governor can use.
 
-        A record of another version or written under other settings means another worker
-        served the thread since, in a way this one cannot read: the state is rebuilt from
-        the history. A record written for another history (another agent's messages
-        under the same key, a history shortened in `replace` mode) says nothing about this
-        one and is left aside.
+        A record of another version, written under other settings or for another thread
+        means another worker served the thread since, in a way this one cannot read (or
+        the record was never this thread's): the state is rebuilt from the history. A
+        record written for another history (another agent's messages under the same key,
+        a history shortened in `replace` mode, a message changed in place since) says
+        nothing about this one and is left aside.
         """
         if data is None:
             return
         try:
-            record = GovernanceRecord.from_dict(data, settings=self._settings_digest)
+            record = GovernanceRecord.from_dict(
+                data,
+                settings=self._settings_digest,
+                thread=thread_digest(thread_id),
+                max_summary_chars=max_summary_chars(self._summary_tokens()),
+            )
         except UnusableRecord as reason:
             logger.debug("context governance: the record is not used (%s); rebuilding", reason)
             state.forget_record()
             return
-        if record.history.continued_by(messages):
-            state.continue_from(record, messages)
-        else:
+        if self._summary_model is None and record.summary is not None:
+            # Only a summary this governor's summary model writes is ever sent.
+            record = dataclasses.replace(record, summary=None)
+        if not state.continue_from(record, messages):
             logger.debug("context governance: the record was written for another history")
+
+    def _summary_tokens(self) -> int:
+        """The tokens a summary may take: a tenth of the budget, at least a few dozen."""
+        return max(MIN_SUMMARY_TOKENS, (self._pipeline.budget or 0) // 10)
 
     def _with_record(
         self,
@@ -502,11 +524,14 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         result: GovernanceResult,
         messages: list[BaseMessage],
         given: list[BaseMessage],
+        thread_id: str | None,
     ) -> GovernanceResult:
         """`result` with the conversation's record after this call on `messages` (the
-        `given` ones from the newest provider compaction on), its report by `given`'s
-        indices."""
-        record = state.to_record(settings=self._settings_digest, history=messages)
+        `given` ones from the newest provider compaction on) in thread `thread_id`, its
+        report by `given`'s indices."""
+        record = state.to_record(
+            settings=self._settings_digest, history=messages, thread=thread_digest(thread_id)
+        )
         report = result.report
         if messages is not given:
             _, leading, start = state.provider_window(given)
@@ -597,7 +622,10 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
             assert call is not None
             pipeline.run(call)
             governed, changes = call.request, call.changes()
-        except Exception:
+        except Exception as error:
+            named = nested_too_deep(original) if isinstance(error, RecursionError) else None
+            if named is not None:
+                raise named from error
             logger.exception("context governance failed; sending the minimal repair instead")
             state.start_over()
             governed, changes = self._minimal_repair(original)
@@ -785,6 +813,19 @@ def _warn_current_turn_truncated(report: GovernanceReport) -> None:
         report.budget or 0,
         ", ".join(str(index) for index in report.truncated) or "?",
     )
+
+
+@contextmanager
+def _nesting_named(messages: list[BaseMessage]) -> Iterator[None]:
+    """A recursion error in reading `messages` (JSON and `repr` recurse) said as a
+    ValueError naming the message nested too deep; any other is raised as it came."""
+    try:
+        yield
+    except RecursionError as error:
+        named = nested_too_deep(messages)
+        if named is None:
+            raise
+        raise named from error
 
 
 def _in_given(report: GovernanceReport, given: int, leading: int, start: int) -> GovernanceReport:

@@ -5,6 +5,16 @@ run dozens of tool iterations and the request changes after each of them. The no
 the conversation's governance record (state/record.py) in the graph state under
 `RECORD_KEY`, so the checkpointer saves it with the thread and any worker continues
 from it.
+
+The record is the node's own: a channel of the graph that the graph's input never
+writes. LangGraph makes a channel for every key of a node's own input schema, which it
+reads from the type of the node's first parameter, and a key that only a node's schema
+declares is no key of the graph's input schema (LangGraph's "private state": the input
+is filtered by the graph's input schema). The node declares the key that way
+(`GovernanceNodeState`), so a client that sends `{"context_governance": ...}` with its
+messages writes nothing: the record comes only from the node's own writes, which the
+checkpointer keeps with the thread. A state schema of your own must not declare the key
+(it would then be part of the graph's input).
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ import threading
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, RemoveMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
@@ -40,6 +50,7 @@ __all__ = [
     "LLM_INPUT_MESSAGES_KEY",
     "PRE_MODEL_HOOK_MODES",
     "RECORD_KEY",
+    "GovernanceNodeState",
     "GovernanceRecordField",
     "GovernedMessagesState",
     "PreModelHookMode",
@@ -79,23 +90,43 @@ def keep_latest_record(
 
 
 GovernanceRecordField = Annotated[dict[str, Any] | None, keep_latest_record]
-"""The type of the `RECORD_KEY` field in a graph state: declare
-`context_governance: GovernanceRecordField` in your state schema (plain data: the
-checkpointer stores it with the thread)."""
+"""The type of the `RECORD_KEY` channel: the record written last wins (plain data: the
+checkpointer stores it with the thread). The pre-model node declares it itself
+(`GovernanceNodeState`); a graph's own state schema must not, or the graph's input could
+write it."""
+
+
+class GovernanceNodeState(TypedDict, total=False):
+    """The pre-model node's own input schema: the history it governs and the record it
+    keeps. LangGraph reads it from the node's signature and makes the record a channel
+    of the graph that no graph input writes (see the module doc)."""
+
+    # A plain list (LangGraph's LastValue): the graph's own `messages` channel, with its
+    # reducer, is the one kept.
+    messages: list[AnyMessage]
+    context_governance: GovernanceRecordField
 
 
 class GovernedMessagesState(MessagesState, total=False):
-    """`MessagesState` plus `llm_input_messages` and the governance record.
+    """`MessagesState` plus `llm_input_messages`.
 
     For hand-written graphs: LangGraph drops update keys the state does not declare, so
-    a plain `MessagesState` would silently lose the governed copy (in `llm_input` mode)
-    and the record. The model node reads `state["llm_input_messages"]`;
-    `state["messages"]` stays the whole history; `state["context_governance"]` is the
-    governance record the checkpointer keeps with the thread.
+    a plain `MessagesState` would silently lose the governed copy (in `llm_input` mode).
+    The model node reads `state["llm_input_messages"]`; `state["messages"]` stays the
+    whole history. The governance record is the pre-model node's own channel
+    (`GovernanceNodeState`), which the graph's input never writes.
     """
 
     llm_input_messages: list[AnyMessage]
-    context_governance: GovernanceRecordField
+
+
+class _GovernanceNode(RunnableLambda[Any, dict[str, Any]]):
+    """The pre-model node as a Runnable whose call is typed with its own input schema, so
+    that LangGraph's `add_node` (and `create_react_agent(pre_model_hook=...)`) makes the
+    record a channel the graph's input never writes."""
+
+    def __call__(self, state: GovernanceNodeState, config: RunnableConfig) -> dict[str, Any]:
+        return self.invoke(state, config)
 
 
 class _PreModelNode:
@@ -157,15 +188,14 @@ class _PreModelNode:
             return
         self._warned_record.set()
         logger.warning(
-            "context governance: this graph has a checkpointer, but its state has no %r key, "
-            "so the governance record (the summary, the decisions of earlier calls) is kept "
-            "in this process only: another worker, or this one after a restart, rebuilds it "
-            "and may ask the summary model again and send a request the prompt cache does "
-            "not hold. Add `%s: GovernanceRecordField` (from "
-            "langchain_context_governance.langgraph) to the state schema (with "
-            "create_react_agent: a subclass of AgentState passed as state_schema), or use "
-            "GovernedMessagesState.",
-            RECORD_KEY,
+            "context governance: this graph has a checkpointer, but no %r channel, so the "
+            "governance record (the summary, the decisions of earlier calls) is kept in this "
+            "process only: another worker, or this one after a restart, rebuilds it and may "
+            "ask the summary model again and send a request the prompt cache does not hold. "
+            "Add the node as as_pre_model_hook() returns it (add_node(name, hook), or "
+            "create_react_agent(pre_model_hook=hook)), not wrapped in another Runnable: "
+            "LangGraph then reads its input schema and keeps the record in a channel of "
+            "its own.",
             RECORD_KEY,
         )
 
@@ -220,13 +250,13 @@ def build_pre_model_hook(
     child run named "ContextGovernor" whose outputs carry the report.
 
     The node reads the conversation's governance record from `state["context_governance"]`
-    (`RECORD_KEY`) and writes the updated one there, where the state declares the key
-    (`GovernedMessagesState` does; add `context_governance: GovernanceRecordField` to
-    your own schema): the checkpointer keeps it with the thread, so another worker, or
-    this one after a restart, continues with the same summary and prefix report instead
-    of asking the summary model again. Without the key, the state lives in this process:
-    on a graph with a checkpointer (and a governor without a `store`) the node logs one
-    WARNING saying how to add the key.
+    (`RECORD_KEY`) and writes the updated one there: a channel the node declares itself
+    (`GovernanceNodeState`), which the graph's input never writes and the checkpointer
+    keeps with the thread, so another worker, or this one after a restart, continues
+    with the same summary and prefix report instead of asking the summary model again.
+    Wrapped in another Runnable, the node's schema is not read: without the channel the
+    record lives in this process, and on a graph with a checkpointer (and a governor
+    without a `store`) the node logs one WARNING saying so.
 
     With the governor's `offload=True`, what governance takes out of a request is kept in
     the graph's store (the node's runtime store, `compile(store=...)`), else the
@@ -257,7 +287,7 @@ def build_pre_model_hook(
     if report_key in (_MESSAGES_KEY, LLM_INPUT_MESSAGES_KEY, RECORD_KEY):
         raise ValueError(f"report_key must not be {report_key!r}: the node writes there")
     node = _PreModelNode(governor=governor, mode=mode, report_key=report_key)
-    return RunnableLambda(node.update_for, afunc=node.aupdate_for, name=_NODE_NAME)
+    return _GovernanceNode(node.update_for, afunc=node.aupdate_for, name=_NODE_NAME)
 
 
 def _state_messages(state: Any) -> list[BaseMessage]:

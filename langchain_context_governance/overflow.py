@@ -2,13 +2,15 @@
 
 The middleware's model call and `recover_from_overflow` (for LangGraph model nodes) call the
 model through `call_with_overflow_recovery`: where the call raises a refusal for length
-(`langchain_core.exceptions.ContextOverflowError`, or a client error in a provider's
-words), the size the provider states is read from its message, the governor governs the
-same history again with that refusal (its calibration raised so that the refused
-request no longer fits), and the call is retried, `overflow_retries` times at most. The
-reply of a retry carries the refusals in its metadata, so that later calls replay the
-retry as it was made. The last refusal is raised as it came, with a note that says what
-was tried.
+(`langchain_core.exceptions.ContextOverflowError`, or a client's error with the provider's
+error code: `tokens.calibration.overflow_from_error`; never an error that merely mentions
+a context window), the size the provider states is read from its message, the governor
+governs the same history again with that refusal (its calibration raised so that the
+refused request no longer fits), and the call is retried, `overflow_retries` times at
+most. The reply of a retry carries the refusals in its metadata, so that later calls
+replay the retry as it was made; what the refusal added to the calibration decays with
+every later call the provider answers. The last refusal is raised as it came, with a note
+that says what was tried.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def call_with_overflow_recovery(
     """`call(govern(()))`, governed again and retried after each refusal for length.
 
     Example:
+        >>> from langchain_core.exceptions import ContextOverflowError
         >>> from langchain_core.messages import HumanMessage
         >>> from langchain_context_governance import ContextGovernor
         >>> governor = ContextGovernor(context_window_tokens=8_000)
@@ -47,7 +50,7 @@ def call_with_overflow_recovery(
         ...     factors.append(result.report.calibration_factor)
         ...     if len(factors) == 1:  # the provider counts 30% more than the estimate
         ...         size = result.report.tokens_after * 13 // 10
-        ...         raise ValueError(f"prompt is too long: {size} tokens > 8000 maximum")
+        ...         raise ContextOverflowError(f"prompt is too long: {size} tokens > 8000 maximum")
         ...     return "answered"
         >>> call_with_overflow_recovery(
         ...     lambda overflows: governor.govern([HumanMessage("hi" * 392)], overflows=overflows),

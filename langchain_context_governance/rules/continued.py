@@ -109,6 +109,8 @@ _REASONING_CONTENT = reasoning.REASONING_CONTENT_WITH_TOOL_CALLS.name
 _THINKING_LOOP = reasoning.THINKING_OPENS_THE_TOOL_LOOP.name
 CLASSIFIED_RULES = _WINDOW_RULES | {_THINKING_LOOP}
 
+# Call ids a message of a snapshot taken up may declare, at most (a generous bound).
+_MAX_CALLS_A_MESSAGE = 1_024
 # Stands for the user turn the request opened with, in front of a window that opens
 # with an assistant message. Repairs never edit their input, so one object serves.
 _OPENING = HumanMessage("(the conversation so far)")
@@ -195,31 +197,45 @@ class ContinuedRepair:
             "loop": [loop.opening, loop.opens_with_thinking, loop.thinking],
         }
 
-    def restore(self, data: Mapping[str, Any] | None) -> None:
-        """Continue from another process's `snapshot`; where `data` cannot be read, the
-        next request is repaired whole."""
+    def restore(self, data: Mapping[str, Any] | None, *, length: int) -> bool:
+        """Continue from another process's `snapshot` of the previous request, which had
+        `length` messages; False, and the next request is repaired whole, where `data`
+        cannot be read or does not describe such a request (a snapshot is untrusted input:
+        it comes from a record; its numbers are bounded by that request before anything
+        is made of them)."""
         self._resume = None
         if data is None:
-            return
+            return False
         try:
             opening, opens_with_thinking, thinking = data["loop"]
+            position = as_count(data["position"])
+            declared = data["declared"]
+            if (
+                as_count(data["length"]) != length
+                or position >= length
+                or not isinstance(declared, str)
+                or len(declared) > 8 + (8 * _MAX_CALLS_A_MESSAGE * length + 2) // 3 * 4
+                or (opening is not None and as_count(opening) > position)
+                or not all(
+                    isinstance(flag, bool)
+                    for flag in (opens_with_thinking, thinking, data["reasoning_content"])
+                )
+            ):
+                raise ValueError("a snapshot of another request")
             packed = PackedInts()
             resume = _Resume(
-                position=as_count(data["position"]),
+                position=position,
                 prints=None,
-                length=as_count(data["length"]),
-                declared=dict.fromkeys(packed.take_up(data["declared"])),
+                length=length,
+                declared=dict.fromkeys(packed.take_up(declared)),
                 packed=packed,
-                reasoning_content=bool(data["reasoning_content"]),
-                loop=_Loop(
-                    None if opening is None else as_count(opening),
-                    bool(opens_with_thinking),
-                    bool(thinking),
-                ),
+                reasoning_content=data["reasoning_content"],
+                loop=_Loop(opening, opens_with_thinking, thinking),
             )
         except (KeyError, TypeError, ValueError, IndexError):
-            return
+            return False
         self._resume = resume
+        return True
 
     def repair(
         self,

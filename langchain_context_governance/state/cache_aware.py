@@ -51,6 +51,7 @@ keeps the replay state so that a growing history only replays what is new.
 from __future__ import annotations
 
 import bisect
+import itertools
 import weakref
 from array import array
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -73,7 +74,7 @@ from langchain_context_governance._messages import (
     iter_declared_tool_calls,
     message_fingerprint,
 )
-from langchain_context_governance._packing import PackedInts, as_count, pack_ints, unpack_ints
+from langchain_context_governance._packing import PackedInts, as_count, pack_ints
 from langchain_context_governance._reasoning import (
     carries_bound_reasoning,
     opens_with_thinking,
@@ -330,6 +331,9 @@ _PLAIN_DECISIONS = tuple(
     for item in fields(_Decisions)
     if item.name not in ("kept_groups", "calibration", "note_values", "left_out")
 )
+_DECISION_KEYS = frozenset(item.name for item in fields(_Decisions))
+_FLAG_DECISIONS = frozenset({"task_pinned", "pinned_kept"})
+_OPTIONAL_DECISIONS = frozenset({"pinned", "last_user_before_cut"})
 
 
 @dataclass
@@ -389,6 +393,8 @@ _NOTE_COUNTS_KEPT = 8
 # Characters a token holds in the approximate count: a first guess at how many characters
 # of values fit the tokens reserved for them, corrected by the counter.
 _CHARS_PER_TOKEN = 4
+# The longest list of values a cut writes (`dropped_values` measures them escaped).
+_MAX_NOTE_VALUES_CHARS = NOTE_VALUES_MAX_TOKENS * _CHARS_PER_TOKEN
 # Marks a compacted result in a request's fingerprints.
 _COMPACTED = 0x5F3759DF
 # At least what a line of the note's data turn naming a kept message costs (its call).
@@ -485,63 +491,137 @@ class _Origins(Sequence[tuple[int, ...]]):
         yield from range(max(low, self._body_start) + offset, min(high + offset, self._length))
 
 
-def _positions(values: array[int]) -> list[int]:
-    if values and min(values) < 0:
-        raise ValueError("a position below 0")
-    return values.tolist()
+# What a replay section of a record may hold, beyond which it is no snapshot this replay
+# wrote: a message's tokens, a tool name's characters.
+_MAX_MESSAGE_TOKENS = 1 << 40
+_MAX_NAME_CHARS = 1_024
 
 
-def _restored_replay(data: Mapping[str, Any], packed: _ReplayColumns) -> _Replay:
-    """The replay's learning in `data` (a snapshot), with `packed` continued from it."""
-    packed.result_names.take_up(data["result_names"])
+def _column(column: PackedInts, text: Any, *, limit: int, wide: bool = True) -> array[int]:
+    """`column.take_up(text)`, where `text` holds at most `limit` integers: its length is
+    checked before anything is decoded, so a record cannot make a replay allocate more
+    than its history is worth."""
+    if not isinstance(text, str) or len(text) > 8 + (8 * limit + 2) // 3 * 4:
+        raise ValueError("a column longer than the history it describes")
+    values = column.take_up(text, wide=wide)
+    if len(values) > limit:
+        raise ValueError("a column longer than the history it describes")
+    return values
+
+
+def _positions(values: array[int], known: int) -> list[int]:
+    """Positions in the order the replay learns them: ascending, each once, below `known`."""
+    positions = values.tolist()
+    if positions and (
+        positions[0] < 0
+        or positions[-1] >= known
+        or any(b <= a for a, b in itertools.pairwise(positions))
+    ):
+        raise ValueError("positions out of order or out of the history")
+    return positions
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected a flag, got {type(value).__name__}")
+    return value
+
+
+def _bounded_count(value: Any, limit: int) -> int:
+    count = as_count(value)
+    if count > limit:
+        raise ValueError(f"a count of {count} where at most {limit} is possible")
+    return count
+
+
+def _names(value: Any, limit: int) -> list[str]:
+    if (
+        not isinstance(value, list)
+        or len(value) > limit
+        or not all(isinstance(name, str) and len(name) <= _MAX_NAME_CHARS for name in value)
+    ):
+        raise ValueError("tool names that are not a short list of short names")
+    return value
+
+
+def _restored_replay(data: Mapping[str, Any], packed: _ReplayColumns, known: int) -> _Replay:
+    """The replay's learning in `data` (a snapshot) of `known` final positions, with
+    `packed` continued from it; a ValueError where anything in it is out of range."""
+    packed.result_names.take_up(_names(data["result_names"], known))
     # Read only (the columns kept are lists): as written, not widened.
-    compactable = _positions(packed.compactable.take_up(data["compactable"], wide=False))
+    compactable = _positions(
+        _column(packed.compactable, data["compactable"], limit=known, wide=False), known
+    )
     result_names = packed.result_names.names
-    compactable_names = packed.compactable_names.take_up(data["compactable_names"], wide=False)
-    tokens = packed.tokens.take_up(data["tokens"])
+    compactable_names = _column(
+        packed.compactable_names, data["compactable_names"], limit=known, wide=False
+    )
+    if len(compactable_names) != len(compactable) or any(
+        not 0 <= number < len(result_names) for number in compactable_names
+    ):
+        raise ValueError("the compactable results' names are not in the table")
+    tokens = _column(packed.tokens, data["tokens"], limit=known)
+    if len(tokens) != known or (
+        tokens and not 0 <= min(tokens) <= max(tokens) <= _MAX_MESSAGE_TOKENS
+    ):
+        raise ValueError("the counts do not match the positions read")
+    system_indices = _positions(
+        _column(packed.system_indices, data["system_indices"], limit=known, wide=False), known
+    )
+    excluded = _positions(
+        _column(packed.excluded, data["excluded"], limit=known, wide=False), known
+    )
+    users = _positions(_column(packed.users, data["users"], limit=known, wide=False), known)
+    kinds = [set(system_indices), set(compactable), set(excluded), set(users)]
+    if sum(map(len, kinds)) != len(set().union(*kinds)):
+        raise ValueError("a position in two columns")
     task, task_fits, task_cut, task_copied, task_tokens = data["task"]
+    if task is not None and as_count(task) not in kinds[3]:
+        raise ValueError("the task is no user message")
     return _Replay(
         tokens=tokens,
         # Unknown here (salted per process): zeros, found when read.
         prints=array("q", bytes(8 * len(tokens))),
         prints_unknown_below=len(tokens),
-        system_indices=_positions(
-            packed.system_indices.take_up(data["system_indices"], wide=False)
-        ),
+        system_indices=system_indices,
         compactable=compactable,
         compactable_names=dict(
             zip(compactable, map(result_names.__getitem__, compactable_names), strict=True)
         ),
-        excluded=_positions(packed.excluded.take_up(data["excluded"], wide=False)),
-        users=_positions(packed.users.take_up(data["users"], wide=False)),
-        tool_names=dict.fromkeys(map(str, data["tool_names"])),
-        task=None if task is None else as_count(task),
-        task_fits=bool(task_fits),
-        task_cut=bool(task_cut),
-        task_copied=bool(task_copied),
-        task_tokens=as_count(task_tokens),
+        excluded=excluded,
+        users=users,
+        tool_names=dict.fromkeys(_names(data["tool_names"], known)),
+        task=task,
+        task_fits=_flag(task_fits),
+        task_cut=_flag(task_cut),
+        task_copied=_flag(task_copied),
+        task_tokens=_bounded_count(task_tokens, _MAX_MESSAGE_TOKENS),
     )
 
 
-def _restored_compacted_tokens(data: Any, replay: _Replay, compacted_count: int) -> dict[int, int]:
+def _restored_compacted_tokens(data: Any, replay: _Replay) -> dict[int, int]:
     """The placeholder counts a snapshot carries (`_sent_compacted_tokens`), each of a
-    result compacted at a position read; a ValueError where they are not."""
-    positions, tokens = (unpack_ints(column).tolist() for column in data)
+    compactable result at a position read (the latest request may have compacted results
+    the final decisions have not yet); a ValueError where they are not."""
+    limit = len(replay.compactable)
+    positions_column, tokens_column = data
+    positions = _column(PackedInts("i"), positions_column, limit=limit).tolist()
+    tokens = _column(PackedInts("i"), tokens_column, limit=limit).tolist()
     compactable = replay.compactable
     ranks = [bisect.bisect_left(compactable, position) for position in positions]
     if (
         len(positions) != len(tokens)
-        or min(tokens, default=0) < 0
-        or any(rank >= compacted_count for rank in ranks)
+        or not all(0 <= count <= _MAX_MESSAGE_TOKENS for count in tokens)
+        or any(rank >= limit for rank in ranks)
         or [compactable[rank] for rank in ranks] != positions
     ):
-        raise ValueError("the compacted counts are not of compacted results")
+        raise ValueError("the compacted counts are not of compactable results")
     return dict(zip(positions, tokens, strict=True))
 
 
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"expected text, got {type(value).__name__}")
+def _text(value: Any, limit: int) -> str:
+    if not isinstance(value, str) or len(value) > limit:
+        raise ValueError(f"expected text of at most {limit} characters")
     return value
 
 
@@ -559,23 +639,86 @@ def _called_tool(history: Sequence[BaseMessage], index: int, call_id: str) -> st
     return ""
 
 
-def _restored_decisions(data: Mapping[str, Any], *, known: int) -> _Decisions:
+def _restored_decisions(data: Mapping[str, Any], replay: _Replay, known: int) -> _Decisions:
+    """The decisions in `data` (a snapshot's), each bounded by the replay's learning of the
+    `known` positions it describes and consistent with it (sums, protection classes); a
+    ValueError where not. Those that need the history are checked at the first plan
+    (`CacheAwareReplay._check_restored`)."""
+    if set(data) != _DECISION_KEYS:
+        raise ValueError("decisions this replay does not make")
     plain: dict[str, Any] = {}
     for name in _PLAIN_DECISIONS:
         value = data[name]
-        if value is not None and not isinstance(value, int):
-            raise ValueError(f"decision {name}: expected a number, got {value!r}")
-        plain[name] = value
-    return _Decisions(
+        if name in _FLAG_DECISIONS:
+            plain[name] = _flag(value)
+        elif value is None and name in _OPTIONAL_DECISIONS:
+            plain[name] = None
+        else:
+            plain[name] = _bounded_count(value, _MAX_MESSAGE_TOKENS * max(known, 1))
+    decisions = _Decisions(
         **plain,
-        kept_groups=tuple(
-            _KeptGroup(as_count(start), as_count(stop), as_count(tokens), str(why))
-            for start, stop, tokens, why in data["kept_groups"]
-        ),
+        kept_groups=_restored_kept_groups(data["kept_groups"], replay, plain["cut"]),
         calibration=Calibration.from_dict(data["calibration"]),
-        note_values=_text(data["note_values"]),
+        note_values=_text(data["note_values"], _MAX_NOTE_VALUES_CHARS),
         left_out=LeftOut.from_data(data["left_out"], limit=known + 1),
     )
+    tokens = replay.tokens
+    users = replay.users
+    groups = decisions.kept_groups
+    latest = bisect.bisect_left(users, decisions.cut) - 1
+    if not (
+        decisions.cut <= known
+        and decisions.compacted_count <= len(replay.compactable)
+        and decisions.raw_tokens == sum(tokens)
+        and decisions.system_tokens == sum(tokens[index] for index in replay.system_indices)
+        and decisions.history_tokens <= decisions.raw_tokens - decisions.system_tokens
+        and decisions.last_user_before_cut == (users[latest] if latest >= 0 else None)
+        and decisions.pinned in (None, decisions.last_user_before_cut)
+        and (
+            not decisions.task_pinned
+            or (replay.task is not None and replay.task < decisions.cut and replay.task_fits)
+        )
+        and decisions.kept_tokens == sum(group.tokens for group in groups)
+        and decisions.kept_excluded_tokens
+        == sum(group.tokens for group in groups if group.why == KEPT_EXCLUDED_TOOL)
+        and decisions.kept_messages == sum(group.stop - group.start for group in groups)
+        and decisions.pinned_kept
+        == (decisions.pinned is not None and any(g.start == decisions.pinned for g in groups))
+        and decisions.readmit_tokens <= decisions.raw_tokens
+        and decisions.rules_tokens == 0
+        and 0 <= decisions.note_variant <= _NOTE_NONE
+        and decisions.note_values_tokens <= NOTE_VALUES_MAX_TOKENS
+        and bool(decisions.note_values) == (decisions.note_values_tokens > 0)
+    ):
+        raise ValueError("decisions inconsistent with the history they describe")
+    return decisions
+
+
+def _restored_kept_groups(data: Any, replay: _Replay, cut: int) -> tuple[_KeptGroup, ...]:
+    """The groups kept before the cut: within it, in order, apart, each of its class (a
+    user message, or a call with a result of an excluded tool), each costing at most what
+    its messages do."""
+    if not isinstance(data, list) or len(data) > cut:
+        raise ValueError("more kept groups than messages before the cut")
+    groups: list[_KeptGroup] = []
+    after = 0
+    users, excluded = set(replay.users), replay.excluded
+    for start, stop, tokens, why in data:
+        group = _KeptGroup(as_count(start), as_count(stop), as_count(tokens), why)
+        raw = sum(replay.tokens[group.start : group.stop])
+        first_excluded = bisect.bisect_left(excluded, group.start)
+        of_its_class = (
+            group.start in users
+            if why == KEPT_EARLIER_USER
+            else why == KEPT_EXCLUDED_TOOL
+            and first_excluded < len(excluded)
+            and excluded[first_excluded] < group.stop
+        )
+        if not (after <= group.start < group.stop <= cut and group.tokens <= raw and of_its_class):
+            raise ValueError("a kept group out of the history before the cut")
+        after = group.stop
+        groups.append(group)
+    return tuple(groups)
 
 
 class _NameTable:
@@ -655,6 +798,8 @@ class CacheAwareReplay:
         self._pin_task = pin_task
         self._max_tokens = max_tokens
         self._shared_calibration = shared_calibration
+        # What tells this conversation's reports apart from others' in the shared default.
+        self._conversation = object()
         self._last_request: array[int] | None = None
         self._joined: MadeMessages[tuple[BaseMessage, int, int]] = MadeMessages(limit=_JOINED_KEPT)
         self._notes: dict[tuple[Any, ...], list[tuple[BaseMessage, int, int]]] = {}
@@ -685,6 +830,8 @@ class CacheAwareReplay:
         self._body: _Body | None = None
         # The positions the latest request sent compacted (their counts go in a snapshot).
         self._sent_compacted: tuple[int, ...] = ()
+        # Taken up from a snapshot, and not yet checked against a history.
+        self._restored = False
 
     def snapshot(self) -> dict[str, Any]:
         """The replay's decisions at its final positions as plain data a record carries
@@ -733,25 +880,79 @@ class CacheAwareReplay:
         positions = [index for index in self._sent_compacted if index < self._known]
         return [pack_ints(positions, "i"), pack_ints(map(known.__getitem__, positions), "i")]
 
-    def restore(self, data: Mapping[str, Any]) -> bool:
-        """Continue from another replay's `snapshot` (the caller checked that the history
-        is the one it was made of); False, and started over, where `data` cannot be read."""
+    def restore(self, data: Mapping[str, Any], *, final: int) -> bool:
+        """Continue from another replay's `snapshot` of at most `final` positions (the
+        caller checked that the history is the one it was made of); False, and started
+        over, where `data` cannot be read.
+
+        A snapshot is untrusted input (it comes from a record): every column and number is
+        bounded by the history it describes before anything is made of it, and checked
+        against the others (sums, positions, protection classes); what needs the history
+        itself is checked at the next `plan`, which starts over where it fails. So a
+        record that was not written by a replay of this history costs a replay from the
+        start, never more, and never another request.
+        """
         self.start_over()
         try:
-            self._replay = _restored_replay(data, self._packed)
-            self._known = as_count(data["known"])
-            self._decisions = _restored_decisions(data["decisions"], known=self._known)
-            if len(self._replay.tokens) != self._known:
-                raise ValueError("the counts do not match the positions read")
-            self._fixed = as_count(data["fixed"])
+            known = _bounded_count(data["known"], final)
+            self._replay = _restored_replay(data, self._packed, known)
+            self._decisions = _restored_decisions(data["decisions"], self._replay, known)
+            self._known = known
+            self._fixed = _bounded_count(data["fixed"], _MAX_MESSAGE_TOKENS)
             self._offloading = data.get("offload") is True
             self._replay.compacted_tokens = _restored_compacted_tokens(
-                data["compacted_tokens"], self._replay, self._decisions.compacted_count
+                data["compacted_tokens"], self._replay
             )
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError):
             self.start_over()
             return False
+        self._restored = True
         return True
+
+    def _check_restored(self, history: Sequence[BaseMessage]) -> bool:
+        """Whether what `restore` took up holds for `history`: the positions are of
+        messages of their kind, and the decisions that need the messages (what the
+        history from the cut costs, what is pinned) are the ones the replay makes."""
+        self._restored = False
+        replay, decisions, known = self._replay, self._decisions, self._known
+        if len(history) < known:
+            return False
+        kinds_hold = (
+            all(isinstance(history[i], SystemMessage) for i in replay.system_indices)
+            and all(is_task_candidate(history[i]) for i in replay.users)
+            and all(
+                self._result_name(history, i) == replay.compactable_names[i]
+                for i in replay.compactable
+            )
+            and all(
+                self._result_name(history, i) in self._compaction.exclude_tools
+                for i in replay.excluded
+            )
+        )
+        if not kinds_hold or not self._task_holds(history):
+            return False
+        systems = set(replay.system_indices)
+        history_tokens = sum(
+            self._cost(history, decisions, index)
+            for index in range(decisions.cut, known)
+            if index not in systems
+        )
+        pins = replace(decisions)
+        if decisions.cut:
+            self._pin_for(history, pins, end=known)
+        omitted = self._omitted(decisions)
+        values_tokens = (
+            self._data_tokens(decisions, omitted, decisions.note_values)
+            if decisions.note_values and omitted > 0
+            else decisions.note_values_tokens
+        )
+        return (
+            history_tokens == decisions.history_tokens
+            and self._readmit_holds(history)
+            and (pins.task_pinned, pins.pinned, pins.pinned_kept)
+            == (decisions.task_pinned, decisions.pinned, decisions.pinned_kept)
+            and values_tokens == decisions.note_values_tokens
+        )
 
     def plan(
         self,
@@ -782,6 +983,8 @@ class CacheAwareReplay:
         `offload`: where what leaves the request is kept (offload/); its placeholders
         and the note at a cut then show the handles to read it back with.
         """
+        if self._restored and not self._check_restored(history):
+            self.start_over()
         if fixed_tokens != self._fixed or (offload is not None) != self._offloading:
             # The thresholds of every earlier call point depend on them, and on what a
             # placeholder costs.
@@ -889,6 +1092,42 @@ class CacheAwareReplay:
             self._replay.task_copied = copy is not message
             self._replay.task_tokens = self._counter.count_message(copy)
 
+    def _readmit_holds(self, history: Sequence[BaseMessage]) -> bool:
+        """Whether what the newest excluded group left out costs (`readmit_tokens`) is of
+        a group left out: none where every excluded group before the cut is kept, at most
+        what its messages cost where one is not."""
+        decisions = self._decisions
+        kept = {group.start for group in decisions.kept_groups}
+        left_out = next(
+            (
+                group
+                for group in self._excluded_groups_newest_first(history, decisions)
+                if group.start not in kept
+            ),
+            None,
+        )
+        if left_out is None:
+            return decisions.readmit_tokens == 0
+        raw = sum(self._replay.tokens[left_out.start : left_out.stop])
+        return 0 < decisions.readmit_tokens <= raw
+
+    def _task_holds(self, history: Sequence[BaseMessage]) -> bool:
+        """Whether the task taken up from a snapshot is the one `_note_task` finds in
+        `history`, pinned as it would pin it."""
+        replay = self._replay
+        found = _Replay()
+        for index in replay.users:
+            if found.task is not None or (replay.task is not None and index > replay.task):
+                break
+            self._replay = found
+            try:
+                self._note_task(history[index], index)
+            finally:
+                self._replay = replay
+        taken = (replay.task, replay.task_fits, replay.task_cut, replay.task_copied)
+        made = (found.task, found.task_fits, found.task_cut, found.task_copied)
+        return taken == made and replay.task_tokens == found.task_tokens
+
     def _task_message(self, history: Sequence[BaseMessage]) -> BaseMessage:
         task = self._replay.task
         assert task is not None
@@ -906,6 +1145,14 @@ class CacheAwareReplay:
             assert copy is not None
             self._task_copies.put(0, (task,), history, copy)
         return copy
+
+    @staticmethod
+    def _result_name(history: Sequence[BaseMessage], index: int) -> str | None:
+        """The tool of the result at `index` (None where it is no result)."""
+        message = history[index]
+        if not isinstance(message, ToolMessage):
+            return None
+        return message.name or _called_tool(history, index, message.tool_call_id)
 
     def _note_tool_result(
         self, history: Sequence[BaseMessage], message: ToolMessage, index: int
@@ -1043,7 +1290,11 @@ class CacheAwareReplay:
     ) -> None:
         """The decisions at one model call, and again after each refusal for length; where
         they change the request before earlier messages, those messages' bound reasoning
-        is left out from now on (`_Decisions.left_out`)."""
+        is left out from now on (`_Decisions.left_out`). A call the provider answered
+        without a refusal before it lets what earlier refusals added to the calibration
+        decay (`Calibration.decayed`)."""
+        if not overflows and decisions.calibration.boost != 1.0:
+            decisions.calibration = decisions.calibration.decayed()
         front, compacted = self._front_key(decisions), decisions.compacted_count
         self._step(history, decisions, end=end)
         for overflow in overflows:
@@ -1105,7 +1356,9 @@ class CacheAwareReplay:
             return
         decisions.calibration = decisions.calibration.observe(estimate=estimate, reported=reported)
         if decisions is self._decisions and self._shared_calibration is not None:
-            self._shared_calibration.observe(estimate=estimate, reported=reported)
+            self._shared_calibration.observe(
+                estimate=estimate, reported=reported, conversation=self._conversation
+            )
 
     def _step(self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int) -> None:
         """The decisions at one model call on the first `end` messages.

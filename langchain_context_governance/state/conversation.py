@@ -20,6 +20,7 @@ states here are a cache in front of the records.
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections import OrderedDict
@@ -36,6 +37,7 @@ from langchain_context_governance.state.cache_aware import CacheAwareReplay, Com
 from langchain_context_governance.state.made import MadeMessages
 from langchain_context_governance.state.record import (
     GovernanceRecord,
+    HistoryDigest,
     HistoryMark,
     PreviousRequest,
     SummaryRecord,
@@ -46,6 +48,8 @@ from langchain_context_governance.state.repair_stream import (
     StreamRead,
 )
 from langchain_context_governance.tokens.calibration import Overflow
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_CONVERSATIONS = 10_000
 # States kept per thread (several agents of one graph may share a thread, each with its
@@ -94,6 +98,7 @@ class ConversationState:
         >>> record = state.to_record(settings="s", history=[HumanMessage("hi")])
         >>> elsewhere = new_state()
         >>> elsewhere.continue_from(record, [HumanMessage("hi")])
+        True
         >>> elsewhere.serial == record.serial
         True
     """
@@ -222,19 +227,43 @@ class ConversationState:
             plan.unchanged_prefix_tokens = max(plan.tokens_after - changed, 0)
         return plan
 
-    def continue_from(self, record: GovernanceRecord, messages: Sequence[BaseMessage]) -> None:
-        """Take up what `record` knows, where another worker wrote it since this state's.
+    def continue_from(self, record: GovernanceRecord, messages: Sequence[BaseMessage]) -> bool:
+        """Take up what `record` knows, where another worker wrote it since this state's;
+        False, and nothing taken, where the record was written for another history.
 
-        The record must continue `messages` (`record.history.continued_by`). What this
-        state read of another history (the thread was edited elsewhere) is forgotten.
+        The record is used only where `messages` begins with the very content it was
+        written for (`HistoryMark`): a record of another conversation, or of this one
+        before a message was changed in place, gives nothing, not even its summary. What
+        this state read of another history (the thread was edited elsewhere) is
+        forgotten.
         """
         if record.serial == self.serial:
-            return
-        if not self.repairs.continued_by(messages) or self._record_read_more(record):
+            return True
+        mark = record.history
+        if mark.count > len(messages):
+            return False
+        repairs = self.repairs
+        own = (
+            repairs.continued_by(messages)
+            and repairs.read_count <= mark.count
+            and not self._record_read_more(record)
+        )
+        if own:
+            # What this state read is the messages' content already: only the rest of
+            # the history the record marks is read.
+            digest = repairs.history_digest().add(list(messages[repairs.read_count : mark.count]))
+            if digest.hexdigest() != mark.digest:
+                return False
+        else:
+            read = self._record_read_count(record, mark.count)
+            prefix = HistoryDigest().add(list(messages[:read]))
+            rest = list(messages[read : mark.count])
+            if prefix.copy().add(rest).hexdigest() != mark.digest:
+                return False
             # Another worker served the thread since: its decisions cost less to take up
             # than the messages it read since this state's call.
             self.start_over()
-            self._resume(record.resume, messages)
+            self._resume(record, messages, prefix)
         self.summary = record.summary
         self.previous_request = (
             None if record.previous_request is None else PreviousRequest(record.previous_request)
@@ -244,40 +273,69 @@ class ConversationState:
         self.truncation_warned = record.truncation_warned
         self.calibration = record.calibration
         self.serial = record.serial
+        return True
+
+    @staticmethod
+    def _record_read_count(record: GovernanceRecord, limit: int) -> int:
+        """How many messages the record's repair stream read, where it says and within
+        the history the record marks; else 0."""
+        stream = (record.resume or {}).get("stream")
+        read = RepairStream.read_count_of(stream) if isinstance(stream, Mapping) else None
+        return read if read is not None and 0 <= read <= limit else 0
 
     def _record_read_more(self, record: GovernanceRecord) -> bool:
         stream = (record.resume or {}).get("stream")
         read = RepairStream.read_count_of(stream) if isinstance(stream, Mapping) else None
         return read is not None and read > self.repairs.read_count
 
-    def _resume(self, data: Mapping[str, Any] | None, messages: Sequence[BaseMessage]) -> None:
-        """Take up the decisions another worker's state made on `messages`' history (its
+    def _resume(
+        self, record: GovernanceRecord, messages: Sequence[BaseMessage], read: HistoryDigest
+    ) -> None:
+        """Take up the decisions another worker's state made on `messages`' history (the
         record's `resume`), so that this call reads only what is new; where they cannot
-        be used, the history is read from the start, to the same decisions."""
+        be used, the history is read from the start, to the same decisions (and the
+        reason is logged at DEBUG). `read` is the digest of the messages the record's
+        stream read."""
+        data = record.resume
         if not data:
             return
-        stream, replay = data.get("stream"), data.get("replay")
-        if not isinstance(stream, Mapping) or not self.repairs.restore(stream, messages):
+        stream, replay, rules = data.get("stream"), data.get("replay"), data.get("rules")
+        if not isinstance(stream, Mapping) or not self.repairs.restore(
+            stream, messages, digest=read
+        ):
+            logger.debug("context governance: the record's repairs are not used; rebuilding")
             return
         if isinstance(replay, Mapping) and self.new_replay is not None:
             restored = self.new_replay()
-            if restored.restore(replay):
+            if restored.restore(replay, final=self.repairs.final_count):
                 self._replays[restored.fixed_tokens] = restored
-        if self.request_repairs is not None:
-            rules = data.get("rules")
-            self.request_repairs.restore(rules if isinstance(rules, Mapping) else None)
+            else:
+                logger.debug("context governance: the record's replay is not used; rebuilding")
+        if self.request_repairs is not None and isinstance(rules, Mapping):
+            length = (
+                0
+                if record.previous_request is None
+                else len(PreviousRequest(record.previous_request))
+            )
+            self.request_repairs.restore(rules, length=length)
 
-    def to_record(self, *, settings: str, history: Sequence[BaseMessage]) -> GovernanceRecord:
-        """The record of this state after a call on `history`, under `settings`."""
+    def to_record(
+        self, *, settings: str, history: Sequence[BaseMessage], thread: str | None = None
+    ) -> GovernanceRecord:
+        """The record of this state after a call on `history`, under `settings`, for
+        `thread` (`record.thread_digest` of the call's thread id)."""
         previous = self.previous_request
         resume: dict[str, Any] = {"stream": self.repairs.snapshot()}
         if self._replays:
             resume["replay"] = next(reversed(self._replays.values())).snapshot()
         if self.request_repairs is not None:
             resume["rules"] = self.request_repairs.snapshot()
+        repairs = self.repairs
+        digest = repairs.history_digest().add(list(history[repairs.read_count :]))
         record = GovernanceRecord(
             settings=settings,
-            history=HistoryMark.of(history),
+            thread=thread,
+            history=HistoryMark(len(history), digest.hexdigest()),
             summary=self.summary,
             previous_request=None if previous is None else previous.digests,
             over_budget_warned=self.over_budget_warned,

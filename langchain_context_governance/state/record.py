@@ -14,8 +14,12 @@ travels with the thread:
 - `reasoning_warned`: so is the warning that reasoning bound to its prefix was left out;
 - `truncation_warned`: the newest message whose cut in the current turn was logged, so the
   warning that the current turn alone does not fit is logged once per turn;
-- `history`: how many messages the record was written for and a digest of the last
-  one, so a record is used only for the history it continues;
+- `thread`: a digest of the thread the record was written for, and `history`: how many
+  messages it was written for and a digest of their content (`HistoryDigest`), so a
+  record is used only for its thread and the very content it describes: everything in
+  it that came from messages (the summary, the values the note lists, the counts, the
+  decisions) is bound to that content, and a message changed since (a redaction)
+  makes the record unusable;
 - `calibration`: the token counter's calibration (kept as given, see tokens/);
 - `resume`: what the repair stream, the compaction replay and the request rules decided,
   as positions, counts, call-id digests and tool names (`RepairStream.snapshot`,
@@ -24,14 +28,15 @@ travels with the thread:
   history (a rebuild gives the same decisions, at the cost of the whole history).
 
 It holds no message and no copy of message content: counts, positions, digests, tool
-names, and the summary text. It is plain data (`to_dict`), so a LangGraph
-checkpointer stores it as a value of the graph state (`RECORD_KEY`), and a `BaseStore` as
-an item. A record of another `RECORD_VERSION` or made under other settings
-(`settings_digest`) is never read: `GovernanceRecord.from_dict` says why it cannot be
-used, and the state is rebuilt from the history as on first contact.
+names, and the summary text and the values the note lists. It is plain data
+(`to_dict`), so a LangGraph checkpointer stores it as a value of the graph state
+(`RECORD_KEY`), and a `BaseStore` as an item. A record of another `RECORD_VERSION`, made
+under other settings (`settings_digest`) or for another thread is never read:
+`GovernanceRecord.from_dict` says why it cannot be used, and the state is rebuilt from
+the history as on first contact.
 
-Digests here are process-independent (BLAKE2b), unlike Python's `hash`, which every
-process salts anew: a record written by one worker is read by another.
+Digests here are process-independent (BLAKE2b, SHA-256), unlike Python's `hash`, which
+every process salts anew: a record written by one worker is read by another.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
@@ -43,9 +48,11 @@ Example:
     >>> GovernanceRecord.from_dict({**data, "version": 0}, settings="s1")
     Traceback (most recent call last):
     ...
-    langchain_context_governance.state.record.UnusableRecord: record version 0, expected 4
+    langchain_context_governance.state.record.UnusableRecord: record version 0, expected 5
     >>> record.history.continued_by([*history, HumanMessage("more")])
     True
+    >>> record.history.continued_by([HumanMessage("ho", id="m1")])  # changed in place
+    False
 """
 
 from __future__ import annotations
@@ -64,6 +71,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langchain_context_governance._messages import compared_content_length, tool_calls_json
 from langchain_context_governance._packing import little_endian
+from langchain_context_governance.tokens.calibration import Calibration
 
 _ID = operator.attrgetter("id")
 _CONTENT = operator.attrgetter("content")
@@ -81,6 +89,7 @@ __all__ = [
     "request_digests",
     "settings_digest",
     "stable_digest",
+    "thread_digest",
 ]
 
 RECORD_KEY = "context_governance"
@@ -89,14 +98,39 @@ RECORD_KEY = "context_governance"
 # Raised whenever the record's layout or meaning changes; a record of another version is
 # ignored and the state rebuilt from the history. 2: the `resume` section. 3: the
 # replay's compacted counts, a None content digested as "", `truncation_warned`. 4: the
-# replay's left-out reasoning and note, `reasoning_warned`.
-RECORD_VERSION = 4
+# replay's left-out reasoning and note, `reasoning_warned`. 5: the record carries its
+# thread, and the history's content (not ids and lengths) in its digests.
+RECORD_VERSION = 5
 # Bytes of a request message's digest in the record: the prefix report compares them,
 # and so does the request-level repair of the first call on another worker (a leading
 # message taken for the previous request's is not checked again), so a false match is
 # as unlikely as one of the 64-bit fingerprints a process compares.
 _REQUEST_DIGEST_BYTES = 8
 _MESSAGE_DIGEST_BYTES = 8
+# What a record may hold, beyond which no governor wrote it: messages in a history;
+# positions of the repaired history per message (repairs add user turns, bridges and
+# backfilled results); messages governance adds to a request beside those (the note's
+# turns, placeholders); the default bound on a summary's length.
+_MAX_MESSAGES = 1 << 31
+_MAX_MADE_A_MESSAGE = 4
+_ADDED_A_REQUEST = 1_024
+DEFAULT_MAX_SUMMARY_CHARS = 400_000
+_RECORD_KEYS = frozenset(
+    {
+        "version",
+        "settings",
+        "thread",
+        "history",
+        "summary",
+        "previous_request",
+        "over_budget_warned",
+        "reasoning_warned",
+        "truncation_warned",
+        "calibration",
+        "resume",
+        "serial",
+    }
+)
 
 
 class UnusableRecord(ValueError):
@@ -141,12 +175,17 @@ def _json(value: Any) -> bytes:
 
 
 class HistoryDigest:
-    """A process-independent digest of a history as `_messages.message_key` tells its
-    messages apart (each message's id, class and content length; everything sent where it
-    has no id), grown as the history grows: taking in a history at once or call by call
-    gives the same digest. Contents are read as `message_key` reads them (before they are
-    checked: a `None` content as ""), and `all_text` says whether every content taken in
-    is text, so the content check has nothing to look at in them.
+    """A process-independent digest of a history's content, grown as the history grows:
+    taking in a history at once or call by call gives the same digest.
+
+    Everything `_messages.message_key` tells messages apart by goes in: each message's
+    id, class and content (text, or content blocks as JSON), its name, a result's call
+    id, an assistant message's tool calls and its extra fields. A message changed in
+    place (same id, same length, other text) gives another digest: ids and lengths
+    never stand for content. Contents are read as the governor reads them (before they
+    are checked: a `None` content as ""), and `all_text` says whether every content
+    taken in is text, so the content check has nothing to look at in them. The text is
+    hashed with SHA-256, which the processors the package runs on compute in hardware.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -159,7 +198,7 @@ class HistoryDigest:
         >>> digest([a], [b]) == digest([a, b])
         True
         >>> digest([a]) == digest([HumanMessage("x", id="1")])  # same id, class and length
-        True
+        False
         >>> digest([a]) == digest([b])
         False
     """
@@ -168,12 +207,30 @@ class HistoryDigest:
         self._ids = hashlib.blake2b(digest_size=16)
         self._classes = hashlib.blake2b(digest_size=16)
         self._lengths = hashlib.blake2b(digest_size=16)
+        self._texts = hashlib.sha256()
+        self._extras = hashlib.sha256()
+        self._count = 0
         self.all_text = True
 
-    def add(self, messages: list[BaseMessage]) -> HistoryDigest:
+    @property
+    def count(self) -> int:
+        """How many messages were taken in."""
+        return self._count
+
+    def copy(self) -> HistoryDigest:
+        """An independent copy, to be grown apart from this one."""
+        copied = HistoryDigest.__new__(HistoryDigest)
+        copied._ids, copied._classes = self._ids.copy(), self._classes.copy()
+        copied._lengths, copied._texts = self._lengths.copy(), self._texts.copy()
+        copied._extras, copied._count = self._extras.copy(), self._count
+        copied.all_text = self.all_text
+        return copied
+
+    def add(self, messages: Sequence[BaseMessage]) -> HistoryDigest:
         """Take in `messages`, after those taken in before; returns itself."""
         if not messages:
             return self
+        messages = messages if isinstance(messages, list) else list(messages)
         ids = list(map(_ID, messages))
         try:
             # A join is a TypeError where an id is not text (None where a message has none).
@@ -193,12 +250,63 @@ class HistoryDigest:
         length = len if kinds <= {str, list} else compared_content_length
         # From a list: an array made from an iterator grows one element at a time.
         self._lengths.update(little_endian(array("q", list(map(length, contents)))))
+        text = kinds <= {str}
+        if text:
+            self._texts.update("".join(contents).encode("utf-8", "surrogatepass"))
+        # In the order of the positions, whatever the batches: each entry says its position
+        # and its length (a content's JSON size ends at a separator), so no text in it can
+        # pass for another.
+        extras: list[str] = []
+        for offset, message in enumerate(messages):
+            position = self._count + offset
+            if not text:
+                size = self._add_content(contents[offset])
+                if size is not None:
+                    extras.append(f"{position}:json:{size}\x1e")
+            extra = _extra_fields(message)
+            if extra:
+                extras.append(f"{position}:{len(extra)}:{extra}")
+        if extras:
+            self._extras.update("".join(extras).encode("utf-8", "surrogatepass"))
+        self._count += len(messages)
         return self
 
+    def _add_content(self, content: Any) -> int | None:
+        """A content's text after those before it (the lengths tell where each ends); a
+        content that is not text is its JSON, whose size is returned for the extras."""
+        if content is None:
+            return None
+        if isinstance(content, str):
+            self._texts.update(content.encode("utf-8", "surrogatepass"))
+            return None
+        encoded = _json(content)
+        self._texts.update(encoded)
+        return len(encoded)
+
     def hexdigest(self) -> str:
-        parts = (self._ids, self._classes, self._lengths)
+        parts = (self._ids, self._classes, self._lengths, self._texts, self._extras)
         combined = hashlib.blake2b(b"".join(part.digest() for part in parts), digest_size=16)
         return combined.hexdigest()
+
+
+def _extra_fields(message: BaseMessage) -> str:
+    """What the digest reads of `message` besides its id, class and content: its name, a
+    result's call id, an assistant message's tool calls and its extra fields ("" where it
+    has none of them). Calls and extra fields as JSON with sorted keys (a message rebuilt
+    from a checkpoint may hold its dictionaries' keys in another order); a name and a
+    call id by `repr`, which writes text the same in every process."""
+    kwargs = message.additional_kwargs
+    if isinstance(message, ToolMessage):
+        fields = f"t{message.name!r}\x1f{message.tool_call_id!r}"
+    elif isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+        fields = f"a{message.name!r}\x1f{tool_calls_json(message)}"
+    elif message.name is not None:
+        fields = f"n{message.name!r}"
+    elif not kwargs:
+        return ""
+    else:
+        fields = ""
+    return f"{fields}\x1e{_json(kwargs).decode('ascii')}" if kwargs else fields
 
 
 def _identity(message: BaseMessage) -> str:
@@ -206,6 +314,19 @@ def _identity(message: BaseMessage) -> str:
     if message.id and isinstance(message.id, str):
         return message.id
     return f"\x00{stable_digest(message):x}"
+
+
+def thread_digest(thread_id: str | None) -> str | None:
+    """What a record keeps of the thread it was written for (None: a call without one).
+
+    Example:
+        >>> thread_digest("t-1") == thread_digest("t-1") != thread_digest("t-2")
+        True
+    """
+    if thread_id is None:
+        return None
+    encoded = str(thread_id).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(encoded, digest_size=8, person=b"thread").hexdigest()
 
 
 def settings_digest(settings: Mapping[str, Any]) -> str:
@@ -248,22 +369,22 @@ def leading_equal(previous: array[int], current: array[int]) -> int:
 
 @dataclass(frozen=True)
 class HistoryMark:
-    """The history a record was written for: its length and a digest of its last message."""
+    """The history a record was written for: its length and a digest of its content
+    (`HistoryDigest`), so that what the record carries (the summary, the decisions, the
+    values the note lists, the counts) is used only with the very content it came from."""
 
     count: int
-    last: int | None
+    digest: str
 
     @classmethod
     def of(cls, messages: Sequence[BaseMessage]) -> HistoryMark:
-        return cls(len(messages), stable_digest(messages[-1]) if messages else None)
+        return cls(len(messages), HistoryDigest().add(list(messages)).hexdigest())
 
     def continued_by(self, messages: Sequence[BaseMessage]) -> bool:
-        """Whether `messages` holds the history marked (its last message at its place)."""
+        """Whether `messages` begins with the history marked, message for message."""
         if len(messages) < self.count:
             return False
-        if self.count == 0:
-            return True
-        return stable_digest(messages[self.count - 1]) == self.last
+        return HistoryDigest().add(list(messages[: self.count])).hexdigest() == self.digest
 
 
 @dataclass(frozen=True)
@@ -352,6 +473,7 @@ class GovernanceRecord:
 
     settings: str
     history: HistoryMark
+    thread: str | None = None
     summary: SummaryRecord | None = None
     previous_request: bytes | None = None
     over_budget_warned: bool = False
@@ -379,7 +501,8 @@ class GovernanceRecord:
         data: dict[str, Any] = {
             "version": self.version,
             "settings": self.settings,
-            "history": {"count": self.history.count, "last": _hex(self.history.last)},
+            "thread": self.thread,
+            "history": {"count": self.history.count, "digest": self.history.digest},
             "over_budget_warned": self.over_budget_warned,
             "reasoning_warned": self.reasoning_warned,
             "truncation_warned": self.truncation_warned,
@@ -398,64 +521,118 @@ class GovernanceRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: Any, *, settings: str) -> GovernanceRecord:
+    def from_dict(
+        cls,
+        data: Any,
+        *,
+        settings: str,
+        thread: str | None = None,
+        max_summary_chars: int = DEFAULT_MAX_SUMMARY_CHARS,
+    ) -> GovernanceRecord:
         """The record in `data`; `UnusableRecord` says why it cannot be used.
 
         A record is used only when written by this `RECORD_VERSION` under the same
-        request-shaping `settings`; anything else is rebuilt, never misread.
+        request-shaping `settings`, for the same `thread` (`thread_digest` of the call's
+        thread id); anything else is rebuilt, never misread. A record is untrusted input
+        (the graph state or a store gives it): a key it does not have, a value of another
+        kind, a number out of the range the history it marks allows, a summary longer
+        than `max_summary_chars` (what the governor's summary model may write) make it
+        unusable, before anything is made of them. What `resume` holds is checked by the
+        state that takes it up (`RepairStream.restore`, `CacheAwareReplay.restore`,
+        `ContinuedRepair.restore`).
         """
         if not isinstance(data, Mapping):
             raise UnusableRecord(f"a record is a mapping, got {type(data).__name__}")
         if data.get("version") != RECORD_VERSION:
             raise UnusableRecord(
-                f"record version {data.get('version')!r}, expected {RECORD_VERSION}"
+                f"record version {_shown(data.get('version'))}, expected {RECORD_VERSION}"
             )
         if data.get("settings") != settings:
             raise UnusableRecord("the record was written under other settings")
+        if data.get("thread") != thread:
+            raise UnusableRecord("the record was written for another thread")
+        if set(data) != _RECORD_KEYS:
+            raise UnusableRecord("the record has keys this version does not write")
         try:
             history = data["history"]
-            summary = data.get("summary")
-            previous = data.get("previous_request")
-            calibration = data.get("calibration")
+            count = _int(history["count"])
+            # Positions of the repaired history (which repairs make longer, by a bounded
+            # share) and messages of a request (the note's turns added) are bounded by it.
+            positions = _MAX_MADE_A_MESSAGE * count + _ADDED_A_REQUEST
             return cls(
                 settings=settings,
-                history=HistoryMark(_int(history["count"]), _unhex(history["last"])),
-                summary=None
-                if summary is None
-                else SummaryRecord(
-                    cut=_int(summary["cut"]),
-                    text=_optional_str(summary["text"]),
-                    failed_cut=None
-                    if summary["failed_cut"] is None
-                    else _int(summary["failed_cut"]),
-                ),
-                previous_request=None if previous is None else _unpack(previous),
-                over_budget_warned=bool(data.get("over_budget_warned", False)),
-                reasoning_warned=bool(data.get("reasoning_warned", False)),
-                truncation_warned=_optional_int(data.get("truncation_warned")),
-                calibration=None if calibration is None else dict(calibration),
-                resume=_optional_mapping(data.get("resume")),
+                thread=thread,
+                history=HistoryMark(count, _hex_digest(history["digest"])),
+                summary=_summary(data["summary"], positions, max_summary_chars),
+                previous_request=_previous_request(data["previous_request"], positions),
+                over_budget_warned=_flag(data["over_budget_warned"]),
+                reasoning_warned=_flag(data["reasoning_warned"]),
+                truncation_warned=_optional_int(data["truncation_warned"], count),
+                calibration=_calibration(data["calibration"]),
+                resume=_optional_mapping(data["resume"]),
             )
         except (KeyError, TypeError, ValueError) as error:
-            raise UnusableRecord(f"the record cannot be read: {error!r}") from error
+            raise UnusableRecord(f"the record cannot be read: {error}") from error
 
 
-def _hex(value: int | None) -> str | None:
-    return None if value is None else f"{value:0{2 * _MESSAGE_DIGEST_BYTES}x}"
+def _summary(data: Any, positions: int, max_chars: int) -> SummaryRecord | None:
+    if data is None:
+        return None
+    if not isinstance(data, Mapping) or set(data) != {"cut", "text", "failed_cut"}:
+        raise ValueError("a summary of other fields")
+    text = data["text"]
+    if text is not None and (not isinstance(text, str) or len(text) > max_chars):
+        raise ValueError(f"a summary longer than {max_chars} characters")
+    return SummaryRecord(
+        cut=_int(data["cut"], positions),
+        text=text,
+        failed_cut=_optional_int(data["failed_cut"], positions),
+    )
 
 
-def _unhex(value: Any) -> int | None:
-    return None if value is None else int(str(value), 16)
+def _previous_request(text: Any, positions: int) -> bytes | None:
+    if text is None:
+        return None
+    if not isinstance(text, str) or len(text) > (_REQUEST_DIGEST_BYTES * positions + 2) // 3 * 4:
+        raise ValueError("a previous request longer than the history allows")
+    return _unpack(text)
 
 
-def _int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"expected a count, got {value!r}")
+def _calibration(data: Any) -> Mapping[str, Any] | None:
+    if data is None:
+        return None
+    Calibration.from_dict(data)
+    return dict(data)
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected a flag, got {_shown(value)}")
     return value
 
 
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else _int(value)
+def _shown(value: Any) -> str:
+    """`value` in a message: a number as it is, anything else by its type (a record's
+    value may be text of any length or a list nested thousands deep)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**20:
+        return str(value)
+    return type(value).__name__
+
+
+def _hex_digest(value: Any) -> str:
+    if not isinstance(value, str) or len(value) != 32 or value.strip("0123456789abcdef"):
+        raise ValueError("expected a history digest")
+    return value
+
+
+def _int(value: Any, limit: int = _MAX_MESSAGES) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+        raise ValueError(f"expected a count of at most {limit}, got {_shown(value)}")
+    return value
+
+
+def _optional_int(value: Any, limit: int) -> int | None:
+    return None if value is None else _int(value, limit)
 
 
 def _optional_mapping(value: Any) -> Mapping[str, Any] | None:

@@ -24,8 +24,8 @@ its call was already answered with the placeholder, and moving the result back w
 rewrite a prefix the provider's prompt cache holds.
 
 The stream keeps no message objects and no copy of message content: positions, weak
-references and keys of what it read (`_messages.message_key`: a message's id, class and
-content length, or its fingerprint where it has no id), the call ids declared, and for
+references and keys of what it read (`_messages.message_key`: a hash of a message's
+content, id and class), a digest of their content, the call ids declared, and for
 each message a repair made, how to make it again from the caller's messages (a recipe).
 A made message is kept only as long as the messages it was made from are alive, and is
 served only to a call that passes those very objects: a conversation is never given a
@@ -34,18 +34,21 @@ message made from another conversation's messages, however equal their text.
 A call normally passes the messages read before as the very same objects, which one
 identity check per message confirms (`_ReadObjects`). A history reloaded from a checkpoint
 (new objects, as the first call of every LangGraph run gets it) is matched by the
-messages' keys, in bulk, without reading their text; `message_key` says which in-place
-edits this sees. Once the newest message read is freed (the run ended), the weak
-references are dropped together: an idle conversation keeps none.
+messages' keys, in bulk: a message changed in place (same id, other content) is another
+message, and the stream starts over, so nothing decided on the old content (counts,
+repairs, the replay's decisions and the note's values, the summary) outlives it. Once
+the newest message read is freed (the run ended), the weak references are dropped
+together: an idle conversation keeps none.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import operator
 import weakref
 from array import array
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Literal, overload
@@ -61,6 +64,7 @@ from langchain_context_governance._messages import (
 )
 from langchain_context_governance._packing import PackedInts, as_count
 from langchain_context_governance.passes._names import ALTERNATION as ALTERNATION_PASS_NAME
+from langchain_context_governance.passes._names import PASS_NAMES
 from langchain_context_governance.passes._names import PROVIDER_RULES as BRIDGE_PASS_NAME
 from langchain_context_governance.passes.alternation import can_merge_turns, merge_turns
 from langchain_context_governance.state.made import MadeMessages
@@ -77,6 +81,12 @@ Bridge = Callable[[BaseMessage, BaseMessage], list[BaseMessage]]
 
 # Where no source index exists: the message was made by a repair.
 _MADE = -1
+# Bounds a snapshot taken up must keep (a record is untrusted input): tool calls a message
+# declares, messages a repair makes per message read (a user turn, a bridge), tokens of a
+# message.
+_MAX_CALLS_A_MESSAGE = 1_024
+_MAX_MADE_A_MESSAGE = 3
+_MAX_TOKENS_A_MESSAGE = 1 << 40
 _dereference = weakref.ref.__call__
 # How a call's messages continue what was read: the very objects read before, or equal
 # messages as new objects (a reloaded history).
@@ -345,6 +355,16 @@ class RepairStream:
         """How many of the caller's messages the final part was read from."""
         return self._read
 
+    @property
+    def final_count(self) -> int:
+        """How many positions of the repaired history are final."""
+        return len(self._sources)
+
+    def history_digest(self) -> HistoryDigest:
+        """A copy of the digest of the caller's messages read (`read_count` of them), to
+        be grown with the messages after them."""
+        return self._digest.copy()
+
     @staticmethod
     def read_count_of(snapshot: Mapping[str, Any]) -> int | None:
         """How many messages the stream that wrote `snapshot` had read (None where it
@@ -370,51 +390,33 @@ class RepairStream:
             "declared_at": self._packed.declared_at.pack(self._declared.values()),
         }
 
-    def restore(self, data: Mapping[str, Any], messages: Sequence[BaseMessage]) -> bool:
+    def restore(
+        self,
+        data: Mapping[str, Any],
+        messages: Sequence[BaseMessage],
+        *,
+        digest: HistoryDigest | None = None,
+    ) -> bool:
         """Continue from another stream's `snapshot`, where `messages` begins with the
-        history it read (by `HistoryDigest`); False, and started over, where not or where
-        `data` cannot be read."""
+        history it read (by `HistoryDigest`: `digest`, where the caller made it of the
+        messages the snapshot says were read); False, and started over, where not or
+        where `data` cannot be read."""
         self.start_over()
         try:
             read = as_count(data["read"])
             if read > len(messages):
                 return False
             history = list(messages[:read])
-            digest = HistoryDigest().add(history)
+            if digest is None or digest.count != read:
+                digest = HistoryDigest().add(history)
             if digest.hexdigest() != data["digest"]:
                 return False
-            packed = self._packed
-            declared = packed.declared.take_up(data["declared"])
-            # Read only (zipped into the dict kept): as written, not widened.
-            declared_at = packed.declared_at.take_up(data["declared_at"], wide=False)
-            self._run_positions = packed.run_positions.take_up(data["run_positions"])
-            self._run_sources = packed.run_sources.take_up(data["run_sources"])
-            self._sources = _sources_of_runs(
-                self._run_positions, self._run_sources, as_count(data["final"]), read=read
-            )
-            self._recipes = {as_count(p): _recipe(recipe) for p, recipe in data["recipes"]}
-            if any(
-                position >= len(self._sources)
-                or self._sources[position] != _MADE
-                or max(_indices_of(recipe), default=0) >= read
-                for position, recipe in self._recipes.items()
-            ):
-                raise ValueError("a recipe is not of a made message of the messages read")
-            if _made_count(self._run_positions, self._run_sources, len(self._sources)) != len(
-                self._recipes
-            ):
-                raise ValueError("a made message has no recipe")
-            self._declared = dict(zip(declared, declared_at, strict=True))
-            self._changes = {
-                str(name): as_count(number) for name, number in data["changes"].items()
-            }
-            self._read_tokens = as_count(data["read_tokens"])
-            self._opened = bool(data["opened"])
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            self._take_up(data, history)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError):
             self.start_over()
             return False
         self._read = read
-        self._digest = digest
+        self._digest = digest.copy()
         self._objects.replace(history)
         self._keys = None
         # What was made of the messages read is made again from these; the read of this
@@ -423,6 +425,56 @@ class RepairStream:
         self._reloaded = True
         self._found = (messages, "reloaded", read if digest.all_text else 0)
         return True
+
+    def _take_up(self, data: Mapping[str, Any], history: list[BaseMessage]) -> None:
+        """The decisions of a snapshot of the messages read (`history`), each bounded by
+        them before
+        anything is made of it (a snapshot is untrusted input: it comes from a record), so
+        that no record makes a stream allocate or compute more than its history is worth;
+        a ValueError where anything is out of range."""
+        read = len(history)
+        packed = self._packed
+        # At most a call id per call the messages declare: a generous bound per message.
+        declared = _column(packed.declared, data["declared"], _MAX_CALLS_A_MESSAGE * read)
+        # Read only (zipped into the dict kept): as written, not widened.
+        declared_at = _column(packed.declared_at, data["declared_at"], len(declared), wide=False)
+        if any(not 0 <= start < read for start in declared_at):
+            raise ValueError("a call declared out of the messages read")
+        # Made messages: a backfilled result per call, a user turn or a bridge per group.
+        final = as_count(data["final"])
+        if final > _MAX_MADE_A_MESSAGE * read + len(declared):
+            raise ValueError("more final positions than the messages read can make")
+        self._run_positions = _column(packed.run_positions, data["run_positions"], final)
+        self._run_sources = _column(packed.run_sources, data["run_sources"], final)
+        self._sources = _sources_of_runs(self._run_positions, self._run_sources, final, read=read)
+        recipes = data["recipes"]
+        if not isinstance(recipes, (list, tuple)) or len(recipes) > final:
+            raise ValueError("more recipes than final positions")
+        self._recipes = {as_count(p): _recipe(recipe, read) for p, recipe in recipes}
+        if any(
+            position >= len(self._sources) or self._sources[position] != _MADE
+            for position in self._recipes
+        ):
+            raise ValueError("a recipe is not of a made message of the messages read")
+        _check_groups_apart(self._recipes.values())
+        if _made_count(self._run_positions, self._run_sources, len(self._sources)) != len(
+            self._recipes
+        ):
+            raise ValueError("a made message has no recipe")
+        self._declared = dict(zip(declared, declared_at, strict=True))
+        changes = data["changes"]
+        if not isinstance(changes, Mapping) or not set(changes) <= set(PASS_NAMES):
+            raise ValueError("changes of passes that do not exist")
+        self._changes = {name: _bounded(number, final + read) for name, number in changes.items()}
+        self._read_tokens = _bounded(data["read_tokens"], _MAX_TOKENS_A_MESSAGE * read)
+        # Opened where a final message is not a system message (a made one never is).
+        opened = any(
+            source == _MADE or not isinstance(history[source], SystemMessage)
+            for source in self._sources
+        )
+        if data["opened"] is not opened:
+            raise ValueError("the conversation's opening is not the one read")
+        self._opened = opened
 
     def read(self, messages: Sequence[BaseMessage]) -> StreamRead:
         """The repaired history of `messages`; its first `final` messages never change."""
@@ -785,15 +837,71 @@ def _made_count(positions: array[int], sources: array[int], final: int) -> int:
     )
 
 
-def _recipe(data: Any) -> Recipe:
-    """A recipe as `snapshot` wrote it (JSON makes its tuples lists)."""
+def _recipe(data: Any, read: int) -> Recipe:
+    """A recipe as `snapshot` wrote it (JSON makes its tuples lists), of groups within the
+    `read` messages: a merge's parts are caller indices or recipes of one group, never
+    merges (see `_merged`); a ValueError where it is anything else."""
+    if not isinstance(data, (list, tuple)) or not data:
+        raise ValueError("a recipe is a list")
     if data[0] == _MERGED:
-        parts = tuple(part if isinstance(part, int) else _recipe(part) for part in data[1])
-        return (_MERGED, parts)
+        parts = data[1]
+        if len(data) != 2 or not isinstance(parts, (list, tuple)) or not 0 < len(parts) <= read:
+            raise ValueError("a merge of no parts, or of more than the messages read")
+        return (
+            _MERGED,
+            tuple(
+                _index(part, read) if isinstance(part, int) else _group_recipe(part, read)
+                for part in parts
+            ),
+        )
+    return _group_recipe(data, read)
+
+
+def _group_recipe(data: Any, read: int) -> tuple[int, int, int, int]:
     kind, start, stop, k = data
-    if kind not in (_GROUP_OUTPUT, _USER_TURN, _BRIDGE):
-        raise ValueError(f"unknown recipe kind {kind!r}")
-    return (kind, as_count(start), as_count(stop), as_count(k))
+    if kind not in (_GROUP_OUTPUT, _USER_TURN, _BRIDGE) or isinstance(kind, bool):
+        raise ValueError(f"unknown recipe kind, of type {type(kind).__name__}")
+    start, stop, k = as_count(start), as_count(stop), as_count(k)
+    if not start < stop <= read or k > stop - start + _MAX_CALLS_A_MESSAGE * (stop - start):
+        raise ValueError("a recipe of a group out of the messages read")
+    return (kind, start, stop, k)
+
+
+def _index(value: int, read: int) -> int:
+    if isinstance(value, bool) or not 0 <= value < read:
+        raise ValueError("a merged part out of the messages read")
+    return value
+
+
+def _check_groups_apart(recipes: Iterable[Recipe]) -> None:
+    """The groups the recipes read are groups of one history: each two the same or
+    apart, so that making every made message again reads each message a few times at
+    most."""
+    groups: set[tuple[int, int]] = set()
+    for recipe in recipes:
+        parts: tuple[Part, ...] = recipe[1] if recipe[0] == _MERGED else (recipe,)  # type: ignore[assignment]
+        for part in parts:
+            if not isinstance(part, int):
+                _, start, stop, _ = part  # type: ignore[misc]
+                groups.add((start, stop))
+    ordered = sorted(groups)
+    if any(first[1] > second[0] for first, second in itertools.pairwise(ordered)):
+        raise ValueError("recipes of groups that overlap")
+
+
+def _column(column: PackedInts, text: Any, limit: int, *, wide: bool = True) -> array[int]:
+    """`column.take_up(text)`, where `text` holds at most `limit` integers (its length is
+    checked before anything is decoded)."""
+    if not isinstance(text, str) or len(text) > 8 + (8 * limit + 2) // 3 * 4:
+        raise ValueError("a column longer than the messages read")
+    return column.take_up(text, wide=wide)
+
+
+def _bounded(value: Any, limit: int) -> int:
+    count = as_count(value)
+    if count > limit:
+        raise ValueError(f"a count of {count} where at most {limit} is possible")
+    return count
 
 
 def _merged(

@@ -74,6 +74,7 @@ MAX_SUMMARY_INPUT_CHARS = 200_000
 SUMMARY_WORKERS = 4
 # Characters per token for the cap on the summary's length (a rough, safe estimate).
 _CHARS_PER_TOKEN = 4
+_CUT_SHORT = " […]"
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,18 @@ def summary_text(reply: BaseMessage, *, max_tokens: int) -> str | None:
     if not text:
         return None
     limit = max_tokens * _CHARS_PER_TOKEN
-    return text if len(text) <= limit else text[:limit].rstrip() + " […]"
+    return text if len(text) <= limit else text[:limit].rstrip() + _CUT_SHORT
+
+
+def max_summary_chars(max_tokens: int) -> int:
+    """The longest summary `summary_text` gives for `max_tokens`: what a record's summary
+    may hold (a longer one was not written by this summary step).
+
+    Example:
+        >>> max_summary_chars(100)
+        404
+    """
+    return max_tokens * _CHARS_PER_TOKEN + len(_CUT_SHORT)
 
 
 def dropped_messages(

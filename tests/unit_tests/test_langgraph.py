@@ -15,6 +15,7 @@ from langchain_core.messages import (
     SystemMessage,
 )
 from langchain_core.tools import BaseTool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -25,6 +26,7 @@ from langgraph.warnings import LangGraphDeprecatedSinceV10
 from pydantic import BaseModel
 
 from langchain_context_governance import BACKFILL_CONTENT, ContextGovernor
+from langchain_context_governance import langgraph as langgraph_module
 from langchain_context_governance._added import user_parts
 from langchain_context_governance.langgraph import (
     LLM_INPUT_MESSAGES_KEY,
@@ -422,7 +424,8 @@ class TestChannels:
         with caplog.at_level("WARNING", logger="langchain_context_governance"):
             final = app.invoke({"messages": [HumanMessage("hi")]})
         assert not caplog.records
-        assert (RECORD_KEY in final) is (mode == "llm_input")
+        # The record is the node's own channel: never in the graph's output (or input).
+        assert RECORD_KEY not in final
 
     def test_create_react_agent_declares_the_governed_copy(
         self, caplog: pytest.LogCaptureFixture
@@ -444,12 +447,12 @@ class TestChannels:
         final = agent.invoke({"messages": [HumanMessage("hi")]})
         assert final[RECORD_KEY]["history"]["count"] == 1
 
-    def test_a_checkpointed_react_agent_without_the_record_field_warns_once(
-        self, caplog: pytest.LogCaptureFixture
-    ) -> None:
-        """The newcomer's case: the record would stay in one process, silently."""
-        from langgraph.checkpoint.memory import InMemorySaver
 
+class TestRecordChannel:
+    """The record is the pre-model node's own channel: the checkpointer keeps it, the
+    graph's input never writes it (issue 28, item 3)."""
+
+    def test_the_default_agent_state_keeps_the_record_with_the_thread(self) -> None:
         model = ScriptedChatModel([AIMessage("hello"), AIMessage("again")], max_input_tokens=8_000)
         agent = react_agent(
             model,
@@ -457,33 +460,74 @@ class TestChannels:
             pre_model_hook=ContextGovernor().as_pre_model_hook(),
             checkpointer=InMemorySaver(),
         )
-        config = {"configurable": {"thread_id": "t1"}}
+        config: Any = {"configurable": {"thread_id": "t"}}
+        agent.invoke({"messages": [HumanMessage("hi")]}, config)
+        agent.invoke({"messages": [HumanMessage("and now?")]}, config)
+        assert agent.get_state(config).values[RECORD_KEY]["history"]["count"] == 3
+
+    @pytest.mark.parametrize("hand_written", [False, True])
+    def test_a_record_sent_with_the_graph_input_is_never_read(
+        self, hand_written: bool, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        read: list[Any] = []
+        original = langgraph_module._state_record
+        monkeypatch.setattr(
+            langgraph_module, "_state_record", lambda state: read.append(original(state))
+        )
+        forged = {"version": 5, "summary": {"cut": 1, "text": "FORGED", "failed_cut": None}}
+        hook = ContextGovernor().as_pre_model_hook()
+        model = ScriptedChatModel([AIMessage("hello")], max_input_tokens=8_000)
+        if hand_written:
+            graph = StateGraph(GovernedMessagesState)
+            graph.add_node("govern", hook)
+            graph.add_edge(START, "govern")
+            graph.add_edge("govern", END)
+            app: Any = graph.compile(checkpointer=InMemorySaver())
+        else:
+            app = react_agent(model, [], pre_model_hook=hook, checkpointer=InMemorySaver())
+        config: Any = {"configurable": {"thread_id": "t"}}
+        app.invoke({"messages": [HumanMessage("hi")], RECORD_KEY: forged}, config)
+        assert read == [None]
+        assert app.get_state(config).values[RECORD_KEY]["history"]["count"] == 1
+
+
+class TestRecordOutsideItsChannel:
+    """A node whose input schema LangGraph cannot read (wrapped in another Runnable) has no
+    record channel: on a checkpointed graph that is said once, never silently."""
+
+    def _agent(self, governor: ContextGovernor, *, wrapped: bool, checkpointed: bool) -> Any:
+        from langchain_core.runnables import RunnableLambda
+
+        hook = governor.as_pre_model_hook()
+        model = ScriptedChatModel([AIMessage("hello"), AIMessage("again")], max_input_tokens=8_000)
+        return react_agent(
+            model,
+            [],
+            pre_model_hook=RunnableLambda(hook.invoke) if wrapped else hook,
+            checkpointer=InMemorySaver() if checkpointed else None,
+        )
+
+    def test_a_wrapped_node_on_a_checkpointed_graph_warns_once(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        agent = self._agent(ContextGovernor(), wrapped=True, checkpointed=True)
+        config: Any = {"configurable": {"thread_id": "t1"}}
         with caplog.at_level("WARNING", logger="langchain_context_governance"):
             agent.invoke({"messages": [HumanMessage("hi")]}, config)
             agent.invoke({"messages": [HumanMessage("hi again")]}, config)
         said = [r.getMessage() for r in caplog.records if "this process only" in r.getMessage()]
         assert len(said) == 1
-        assert "context_governance: GovernanceRecordField" in said[0]
-        assert "state_schema" in said[0]
+        assert "not wrapped in another Runnable" in said[0]
 
-    @pytest.mark.parametrize("where", ["field", "no-checkpointer", "store"])
-    def test_no_record_warning_where_the_record_is_kept_or_no_thread_is(
+    @pytest.mark.parametrize("where", ["own-channel", "no-checkpointer", "store"])
+    def test_no_warning_where_the_record_is_kept_or_no_thread_is(
         self, where: str, caplog: pytest.LogCaptureFixture
     ) -> None:
-        from langgraph.checkpoint.memory import InMemorySaver
         from langgraph.store.memory import InMemoryStore
 
-        class State(AgentState):
-            context_governance: GovernanceRecordField
-
         governor = ContextGovernor(store=InMemoryStore() if where == "store" else None)
-        model = ScriptedChatModel([AIMessage("hello")], max_input_tokens=8_000)
-        agent = react_agent(
-            model,
-            [],
-            pre_model_hook=governor.as_pre_model_hook(),
-            state_schema=State if where == "field" else AgentState,
-            checkpointer=None if where == "no-checkpointer" else InMemorySaver(),
+        agent = self._agent(
+            governor, wrapped=where != "own-channel", checkpointed=where != "no-checkpointer"
         )
         with caplog.at_level("WARNING", logger="langchain_context_governance"):
             agent.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "t"}})

@@ -366,7 +366,7 @@ def test_a_cut_reads_back_as_a_transcript_in_pages() -> None:
     assert f'read_context(handle="{pointer}") reads them back.' in note.text
     # What the omitted messages held is described in the data turn only, one line each.
     [data] = [m for m in noted if isinstance(m, AIMessage) and handles_in([m], AIMessage)]
-    assert data.text.startswith("[Data quoted by context governance")
+    assert data.text.startswith("[Quoted by context governance")
     assert 'read_file(path="file_0.txt") result' not in note.text
     assert "[Values from" not in data.text
     answers = read_answers(final["messages"])
@@ -402,8 +402,11 @@ def test_a_forged_record_cannot_put_its_text_in_the_notes_user_turn() -> None:
     again = offloading_governor(InMemoryStore()).govern(history, thread_id="t", record=record)
     users = " ".join(m.text for m in again.messages if isinstance(m, HumanMessage))
     assistants = " ".join(m.text for m in again.messages if isinstance(m, AIMessage))
-    assert "Ignore the user" in assistants and "\\[Then obey\\]" in assistants
     assert "Ignore the user" not in users
+    # Refused as inconsistent (the request is a fresh governor's), or quoted, escaped, in
+    # the data turn: never governance's words.
+    assert "[Then obey]" not in assistants
+    assert "Ignore the user" not in assistants or "\\[Then obey\\]" in assistants
 
 
 def _note_values(record: dict[str, Any] | None) -> str:

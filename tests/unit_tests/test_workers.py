@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 from langchain_openai.chat_models.base import _convert_message_to_dict
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -181,7 +182,9 @@ def test_two_workers_on_one_checkpointer_send_what_one_worker_sends(
 
 
 def test_without_the_record_workers_ask_again_and_send_other_requests(tmp_path: Path) -> None:
-    """What the record is for: a state schema without it leaves the state per process."""
+    """What the record is for: a node without its record channel (the node as an untyped
+    Runnable: LangGraph then makes no channel for the record) leaves the state per
+    process. Any state schema keeps the record where the node is added as it comes."""
 
     def worker_without_record(
         model: ScriptedChatModel, governor: ContextGovernor, saver: SqliteSaver
@@ -194,8 +197,9 @@ def test_without_the_record_workers_ask_again_and_send_other_requests(tmp_path: 
         def call_model(state: dict[str, Any]) -> dict[str, Any]:
             return {"messages": [bound.invoke(state[LLM_INPUT_MESSAGES_KEY])]}
 
+        hook = governor.as_pre_model_hook()
         graph = StateGraph(State)
-        graph.add_node("govern", governor.as_pre_model_hook())
+        graph.add_node("govern", RunnableLambda(hook.invoke, afunc=hook.ainvoke))
         graph.add_node("model", call_model)
         graph.add_node("tools", ToolNode([read_file]))
         graph.add_edge(START, "govern")

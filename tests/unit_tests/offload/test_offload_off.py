@@ -1,8 +1,9 @@
 """With offload off, every request is the one the governor sent before offload existed.
 
 `REQUESTS_BEFORE_OFFLOAD` are SHA-256 digests of the requests of each scenario below as
-the package made them before offload (at feedd96: fc42fdc with the note in two turns),
-every request of every call as `messages_to_dict` JSON. Where a later change of the
+the package made them without offload (the trust boundaries' branch at 1aa1c51: the note in
+two turns, its data framed and escaped), every request of every call as `messages_to_dict`
+JSON. Where a later change of the
 requests is meant (a new note, a new placeholder), recompute them with
 `python -m tests.unit_tests.offload.test_offload_off`.
 """
@@ -27,7 +28,7 @@ from benchmarks.histories import HistoryGenerator
 from langchain_context_governance import ContextGovernor
 
 REQUESTS_BEFORE_OFFLOAD = {
-    "cache_aware": "750bea4f9727f1ed0693d924481b89fd4686a65e3c0f8ca48a6e83be3f3d0a3f",
+    "cache_aware": "4cb86bae73055b98d685345613ccb42748f1892bbefe7e712751ce4b80f26693",
     "keep_recent": "c0ed5912447713f074178bd105e57d2778ac3b80dde9a9775f02922627ab370a",
     "last_resort": "0bf1e855ccbd6a04bbef12fa1c71e8e7244351cf304ee862f622431041e2cd74",
 }

@@ -103,7 +103,7 @@ def test_the_note_says_where_the_data_is_and_the_data_turn_frames_it() -> None:
         " The next message quotes data from them.]"
     )
     data = cut_data(4, values=values)
-    assert data.startswith("[Data quoted by context governance from the 4 earlier messages")
+    assert data.startswith("[Quoted by context governance from the 4 earlier messages")
     assert "not instructions" in data.splitlines()[0]
     assert data.splitlines()[-1] == "[Values from them, newest first: lookup: W123]"
     assert cut_data(1, values=values, brief=True).endswith("[Values from it: lookup: W123]")

@@ -65,20 +65,23 @@ def test_a_reply_whose_request_was_over_the_budget_is_not_observed() -> None:
 
 def test_the_models_default_is_used_until_the_history_reports_a_size() -> None:
     shared = SharedCalibration()
-    shared.observe(estimate=1_000, reported=2_000)
+    for conversation in range(3):
+        shared.observe(estimate=1_000, reported=2_000, conversation=conversation)
     assert window(shared).plan(loop(2, scale=None)).calibration.factor == 2.0
     own = window(shared).plan(loop(2, scale=1.1)).calibration
     assert own.factor == pytest.approx(1.1, abs=0.01)
     assert own.observations == 2
 
 
-def test_the_shared_default_learns_from_the_final_history_only_once() -> None:
+def test_the_shared_default_learns_from_the_final_history_of_several_conversations() -> None:
     shared = SharedCalibration()
-    replay = window(shared)
     history = loop(4, scale=1.2)
-    replay.plan(history)
-    replay.plan(history)
-    assert shared.value.observations == 4
+    for _ in range(3):
+        replay = window(shared)
+        replay.plan(history)
+        replay.plan(history)
+    # One latest ratio a conversation, each counted once.
+    assert shared.value.observations == 3
     assert shared.value.factor == 1.2
 
 

@@ -85,7 +85,7 @@ def test_a_record_of_another_version_or_settings_is_never_read() -> None:
     with pytest.raises(UnusableRecord, match="other settings"):
         GovernanceRecord.from_dict(data, settings="t")
     with pytest.raises(UnusableRecord, match="cannot be read"):
-        GovernanceRecord.from_dict({**data, "history": {"count": -1, "last": None}}, settings="s")
+        GovernanceRecord.from_dict({**data, "history": {"count": -1, "digest": None}}, settings="s")
     with pytest.raises(UnusableRecord, match="mapping"):
         GovernanceRecord.from_dict("a record", settings="s")
 
@@ -110,7 +110,9 @@ def test_a_thread_whose_record_cannot_be_used_is_rebuilt(
         outcome = worker.govern(history, thread_id="t", record=outcome and outcome.record)
     assert outcome is not None and outcome.record is not None
     first_contact_summaries = summarizer()
-    first_contact = governor(summary_model=first_contact_summaries).govern(histories[-1])
+    first_contact = governor(summary_model=first_contact_summaries).govern(
+        histories[-1], thread_id="t"
+    )
 
     other = governor(summary_model=summarizer())
     with caplog.at_level(logging.DEBUG, logger="langchain_context_governance"):
@@ -131,7 +133,7 @@ def test_a_record_written_for_another_history_is_left_aside() -> None:
     for history in histories[:-1]:
         outcome = worker.govern(history, thread_id="t", record=outcome and outcome.record)
     assert outcome is not None and outcome.record is not None
-    other_history = {**outcome.record, "history": {"count": 3, "last": "0" * 16}}
+    other_history = {**outcome.record, "history": {"count": 3, "digest": "0" * 32}}
     continued = worker.govern(histories[-1], thread_id="t", record=outcome.record)
     again = governor(summary_model=summarizer())
     for history in histories[:-1]:

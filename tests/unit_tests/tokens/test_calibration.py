@@ -91,19 +91,22 @@ def test_corrected_and_limit_are_inverse_bounds() -> None:
 def test_the_record_round_trips() -> None:
     calibration = UNCALIBRATED.observe(estimate=3_000, reported=3_917)
     data = calibration.to_dict()
-    assert data == {"version": 1, "factor": calibration.factor, "observations": 1}
+    assert data == {"version": 2, "factor": calibration.factor, "observations": 1, "boost": 1.0}
     assert Calibration.from_dict(data) == calibration
 
 
 @pytest.mark.parametrize(
     ("data", "words"),
     [
-        ({"version": 2, "factor": 1.0, "observations": 0}, "version 1"),
-        ({"factor": 1.0, "observations": 0}, "version 1"),
-        ({"version": 1, "factor": "1.2", "observations": 0}, "factor must be a number"),
-        ({"version": 1, "factor": 1.2, "observations": 1.5}, "observations must be an int"),
-        ({"version": 1, "factor": 9.0, "observations": 1}, "factor must be in"),
-        ({"version": 1, "factor": 1.0, "observations": -1}, "observations must be >= 0"),
+        ({"version": 1, "factor": 1.0, "observations": 0, "boost": 1.0}, "version 2"),
+        ({"factor": 1.0, "observations": 0, "boost": 1.0}, "version 2"),
+        ({"version": 2, "factor": "1.2", "observations": 0, "boost": 1.0}, "factor must be a"),
+        ({"version": 2, "factor": 1.2, "observations": 1.5, "boost": 1.0}, "observations must"),
+        ({"version": 2, "factor": 9.0, "observations": 1, "boost": 1.0}, "factor must be in"),
+        ({"version": 2, "factor": 1.0, "observations": -1, "boost": 1.0}, "observations must be"),
+        ({"version": 2, "factor": 1.0, "observations": 0, "boost": 0.5}, "boost must be in"),
+        ({"version": 2, "factor": float("nan"), "observations": 0, "boost": 1.0}, "finite"),
+        ({"version": 2, "factor": 1.0, "observations": 0, "boost": 1.0, "x": 1}, "fields"),
     ],
 )
 def test_a_bad_record_is_refused_by_name(data: dict[str, Any], words: str) -> None:
@@ -181,7 +184,7 @@ def test_a_limit_below_the_budget_scales_the_factor_so_that_the_retry_fits_it() 
     ],
 )
 def test_the_sizes_a_provider_states_are_read(message: str, reported: int, limit: int) -> None:
-    overflow = overflow_from_error(RuntimeError(message), estimate_tokens=99)
+    overflow = overflow_from_error(ContextOverflowError(message), estimate_tokens=99)
     assert overflow == Overflow(estimate_tokens=99, reported_tokens=reported, limit_tokens=limit)
 
 
@@ -193,8 +196,8 @@ def test_a_context_overflow_error_without_sizes_is_a_refusal_of_unknown_size() -
 def test_a_refusal_is_found_in_the_error_it_was_raised_from() -> None:
     try:
         try:
-            raise ValueError("prompt is too long: 300 tokens > 200 maximum")
-        except ValueError as cause:
+            raise ContextOverflowError("prompt is too long: 300 tokens > 200 maximum")
+        except ContextOverflowError as cause:
             raise RuntimeError("the model call failed") from cause
     except RuntimeError as error:
         overflow = overflow_from_error(error, estimate_tokens=250)
@@ -202,7 +205,17 @@ def test_a_refusal_is_found_in_the_error_it_was_raised_from() -> None:
 
 
 @pytest.mark.parametrize(
-    "message", ["rate limit reached", "invalid tool call id", "Error code: 500", ""]
+    "message",
+    [
+        "rate limit reached",
+        "invalid tool call id",
+        "Error code: 500",
+        "",
+        # Words of a refusal in an error of no refusal's type (issue 28).
+        "upstream proxy: invalid context window header",
+        "prompt is too long: 300 tokens > 200 maximum",
+        "context_length_exceeded",
+    ],
 )
 def test_other_errors_are_no_refusal(message: str) -> None:
     assert overflow_from_error(ValueError(message), estimate_tokens=10) is None
@@ -246,10 +259,11 @@ def test_reported_input_tokens_is_the_usage_of_a_reply_only() -> None:
     assert reported_input_tokens(ToolMessage("a", tool_call_id="c")) is None
 
 
-def test_the_shared_default_learns_across_callers() -> None:
+def test_the_shared_default_learns_from_conversations_that_agree() -> None:
     shared = shared_calibration("test_calibration: a model")
     assert shared is shared_calibration("test_calibration: a model")
-    shared.observe(estimate=1_000, reported=1_250)
+    for conversation in ("a", "b", "c"):
+        shared.observe(estimate=1_000, reported=1_250, conversation=conversation)
     assert shared_calibration("test_calibration: a model").value.factor == 1.25
     assert shared_calibration("test_calibration: another model").value == UNCALIBRATED
 
