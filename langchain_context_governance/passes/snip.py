@@ -149,10 +149,12 @@ def snip_history_with_count(
     snipped = [*systems, *kept]
     omitted = len(rest) - len(kept)
     if omitted > 0:
-        noted = attach_cut_note(snipped, cut_note(omitted), after_task=task_kept)
-        # Left out where it would take the request over budget (a tiny budget).
-        if counter.count_messages(noted) + tools_tokens <= max_tokens:
-            return noted, omitted
+        note = cut_note(omitted)
+        # Left out only where it does not fit beside the system messages (a tiny budget):
+        # where the kept part is too large, the last resort shortens its text instead.
+        beside = [*systems, HumanMessage(note)]
+        if counter.count_messages(beside) + tools_tokens <= max_tokens:
+            return attach_cut_note(snipped, note, after_task=task_kept), omitted
     return merge_leading_user_turns(snipped), omitted
 
 

@@ -176,6 +176,10 @@ COMPACTION_ENOUGH_SHARE = 0.25
 # once history is past this share of the way from the low to the high watermark, so that
 # the turn's tool loop, and the reasoning bound to it, runs without an edit.
 TURN_START_SHARE = 0.5
+# Where the current turn is larger than this share of the budget, the last resort shortens
+# its text to make room: beside it, the results of excluded tools are kept as if it took this
+# share (they are kept while anything else can give way).
+OVERSIZED_TURN_SHARE = 0.5
 # Share of the room history has that the earlier user messages kept across a cut may take
 # (the newest kept, the oldest giving way first): the user's recent words stay verbatim
 # without crowding out the newest history where the room is small.
@@ -1255,11 +1259,13 @@ class CacheAwareReplay:
         base += self._protected_tokens(history, end) + decisions.kept_excluded_tokens
         return base, max(self._max_tokens - base, 0)
 
-    def _protected_tokens(self, history: Sequence[BaseMessage], end: int) -> int:
-        """Tokens of the task and the current turn (the latest user message and the newest
-        group) at the call on the first `end` messages."""
+    def _protected_tokens(
+        self, history: Sequence[BaseMessage], end: int, *, task: bool = True
+    ) -> int:
+        """Tokens of the task (but where not `task`) and the current turn (the latest user
+        message and the newest group) at the call on the first `end` messages."""
         replay = self._replay
-        tokens = replay.task_tokens if replay.task_fits else 0
+        tokens = replay.task_tokens if task and replay.task_fits else 0
         if end == 0:
             return tokens
         newest = group_start(history, end)
@@ -1417,7 +1423,7 @@ class CacheAwareReplay:
         of room beside the higher protection classes) would fit now."""
         if not decisions.readmit_tokens:
             return False
-        base, _ = self._room(history, decisions, end=end)
+        base = self._excluded_base(history, decisions, end=end)
         limit = self._excluded_limit(history, decisions, end=end)
         return self._calibration(decisions).corrected(base + decisions.readmit_tokens) <= limit
 
@@ -1584,7 +1590,7 @@ class CacheAwareReplay:
         gave_way_before = decisions.readmit_tokens > 0
         for group in [g for g in decisions.kept_groups if g.why == KEPT_EXCLUDED_TOOL]:
             decisions.give_up(group)
-        base, _ = self._room(history, decisions, end=end)
+        base = self._excluded_base(history, decisions, end=end)
         calibration = self._calibration(decisions)
         groups = list(self._excluded_groups_newest_first(history, decisions))
         kept, left_out = _fitting(groups, base, self._max_tokens, calibration)
@@ -1595,6 +1601,16 @@ class CacheAwareReplay:
         for group in reversed(kept):
             decisions.keep(group)
         decisions.kept_groups = tuple(sorted(decisions.kept_groups, key=lambda g: g.start))
+
+    def _excluded_base(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+    ) -> int:
+        """What the request takes beside the results of excluded tools: the higher
+        protection classes, the current turn counted for at most `OVERSIZED_TURN_SHARE` of
+        the budget (larger, the last resort shortens its text rather than drop them)."""
+        base, _ = self._room(history, decisions, end=end)
+        current = self._protected_tokens(history, end, task=False)
+        return base - max(current - int(self._max_tokens * OVERSIZED_TURN_SHARE), 0)
 
     def _excluded_limit(
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
@@ -2168,13 +2184,18 @@ class CacheAwareReplay:
             self._max_tokens
         ):
             return _NOTE_VALUES
+        # Governance's own words are never what the last resort shortens: where the rest of
+        # the request does not fit (a current turn larger than the budget), its text gives
+        # way to the note, which goes wherever it fits beside the fixed tokens and the
+        # system messages (none on a tiny budget).
+        floor = min(without, self._fixed + decisions.rules_tokens + decisions.system_tokens)
         kept = values.partition("\n")[0]
         if self._offloading and kept != values and is_read_call(kept):
             # Where the lines do not fit, the call that reads the transcript still does.
             line = self._transcript_line_tokens(decisions)
-            if calibration.corrected(without + plain + line) <= self._max_tokens:
+            if calibration.corrected(floor + plain + line) <= self._max_tokens:
                 return _NOTE_KEPT
-        if calibration.corrected(without + plain) <= self._max_tokens:
+        if calibration.corrected(floor + plain) <= self._max_tokens:
             return _NOTE_PLAIN
         return _NOTE_NONE
 
