@@ -149,13 +149,29 @@ def snip_history_with_count(
     snipped = [*systems, *kept]
     omitted = len(rest) - len(kept)
     if omitted > 0:
-        note = cut_note(omitted)
-        # Left out only where it does not fit beside the system messages (a tiny budget):
-        # where the kept part is too large, the last resort shortens its text instead.
-        beside = [*systems, HumanMessage(note)]
-        if counter.count_messages(beside) + tools_tokens <= max_tokens:
-            return attach_cut_note(snipped, note, after_task=task_kept), omitted
+        noted = attach_cut_note(snipped, cut_note(omitted), after_task=task_kept)
+        # Where the note takes the request over budget, the last resort shortens the kept
+        # part's text to make room for it; left out only where that cannot (a tiny budget).
+        over = counter.count_messages(noted) + tools_tokens - max_tokens
+        if over <= 0 or over <= _shortenable_tokens(kept, counter):
+            return noted, omitted
     return merge_leading_user_turns(snipped), omitted
+
+
+# What a message cut by the last resort still costs at least: a head and a tail, and the
+# marker between them (passes/truncate.py), with room to spare.
+TRUNCATED_AT_LEAST = 128
+
+
+def _shortenable_tokens(messages: list[BaseMessage], counter: MessageTokenCounter) -> int:
+    """About how many tokens the last resort can take off `messages`: it cuts the text of
+    tool results and user messages to a head, a marker and a tail, never an assistant
+    message or what governance wrote."""
+    return sum(
+        max(counter.count_message(message) - TRUNCATED_AT_LEAST, 0)
+        for message in messages
+        if isinstance(message, (ToolMessage, HumanMessage)) and added_kind(message) is None
+    )
 
 
 def is_task_candidate(message: BaseMessage) -> bool:

@@ -103,6 +103,7 @@ from langchain_context_governance.passes.microcompact import (
     validate_microcompact_settings,
 )
 from langchain_context_governance.passes.snip import (
+    TRUNCATED_AT_LEAST,
     group_start,
     is_task_candidate,
     pinned_task_copy,
@@ -154,6 +155,10 @@ DEFAULT_KEEP_RECENT = 3
 # reads the transcript back alone, plain, or none (a tiny budget).
 _NOTE_SUMMARY, _NOTE_VALUES, _NOTE_KEPT, _NOTE_PLAIN, _NOTE_NONE = range(5)
 
+# What governance added that is no message of the conversation: the note at an earlier cut
+# and its data turn (`_added.py`), in a request governed again.
+_OUTSIDE_THE_CONVERSATION = frozenset({"cut-note", "cut-data"})
+
 # Protection classes named in the report: why a message before the cut was still sent.
 KEPT_SYSTEM = "system"
 KEPT_TASK = "task"
@@ -176,10 +181,6 @@ COMPACTION_ENOUGH_SHARE = 0.25
 # once history is past this share of the way from the low to the high watermark, so that
 # the turn's tool loop, and the reasoning bound to it, runs without an edit.
 TURN_START_SHARE = 0.5
-# Where the current turn is larger than this share of the budget, the last resort shortens
-# its text to make room: beside it, the results of excluded tools are kept as if it took this
-# share (they are kept while anything else can give way).
-OVERSIZED_TURN_SHARE = 0.5
 # Share of the room history has that the earlier user messages kept across a cut may take
 # (the newest kept, the oldest giving way first): the user's recent words stay verbatim
 # without crowding out the newest history where the room is small.
@@ -212,6 +213,9 @@ class _Replay:
     excluded: list[int] = field(default_factory=list)
     # Positions of the user's own messages (the current turn is the latest of them).
     users: list[int] = field(default_factory=list)
+    # Positions of what an earlier cut added (`_OUTSIDE_THE_CONVERSATION`): a request
+    # governed again holds them, and they are no messages a note counts.
+    added: list[int] = field(default_factory=list)
     # The tools called so far, in the order they were first called (a result's own tool
     # is read from its call, right before it).
     tool_names: dict[str, None] = field(default_factory=dict)
@@ -253,7 +257,13 @@ class _Replay:
         for position in self.compactable[bisect.bisect_left(self.compactable, index) :]:
             self.compactable_names.pop(position, None)
             self.compacted_tokens.pop(position, None)
-        for positions in (self.system_indices, self.compactable, self.excluded, self.users):
+        for positions in (
+            self.system_indices,
+            self.compactable,
+            self.excluded,
+            self.users,
+            self.added,
+        ):
             del positions[bisect.bisect_left(positions, index) :]
         # The tool names learned last were inserted last.
         for _ in range(len(self.tool_names) - tool_names):
@@ -576,7 +586,8 @@ def _restored_replay(data: Mapping[str, Any], packed: _ReplayColumns, known: int
         _column(packed.excluded, data["excluded"], limit=known, wide=False), known
     )
     users = _positions(_column(packed.users, data["users"], limit=known, wide=False), known)
-    kinds = [set(system_indices), set(compactable), set(excluded), set(users)]
+    added = _positions(_column(packed.added, data["added"], limit=known, wide=False), known)
+    kinds = [set(system_indices), set(compactable), set(excluded), set(users), set(added)]
     if sum(map(len, kinds)) != len(set().union(*kinds)):
         raise ValueError("a position in two columns")
     task, task_fits, task_cut, task_copied, task_tokens = data["task"]
@@ -594,6 +605,7 @@ def _restored_replay(data: Mapping[str, Any], packed: _ReplayColumns, known: int
         ),
         excluded=excluded,
         users=users,
+        added=added,
         tool_names=dict.fromkeys(_names(data["tool_names"], known)),
         task=task,
         task_fits=_flag(task_fits),
@@ -761,6 +773,7 @@ class _ReplayColumns:
     compactable_names: PackedInts = field(default_factory=lambda: PackedInts("i"))
     excluded: PackedInts = field(default_factory=lambda: PackedInts("i"))
     users: PackedInts = field(default_factory=lambda: PackedInts("i"))
+    added: PackedInts = field(default_factory=lambda: PackedInts("i"))
 
 
 class CacheAwareReplay:
@@ -856,6 +869,7 @@ class CacheAwareReplay:
             "result_names": list(packed.result_names.names),
             "excluded": packed.excluded.pack(replay.excluded),
             "users": packed.users.pack(replay.users),
+            "added": packed.added.pack(replay.added),
             "tool_names": list(replay.tool_names),
             "compacted_tokens": self._sent_compacted_tokens(),
             "task": [
@@ -1073,6 +1087,8 @@ class CacheAwareReplay:
             self._replay.system_indices.append(index)
             decisions.system_tokens += tokens
             return
+        if added_kind(message) in _OUTSIDE_THE_CONVERSATION:
+            self._replay.added.append(index)
         if is_task_candidate(message):
             self._replay.users.append(index)
             if self._replay.task is None:
@@ -1177,11 +1193,14 @@ class CacheAwareReplay:
         self._replay.compactable_names[index] = name
 
     def _omitted(self, decisions: _Decisions) -> int:
-        """Non-system messages before the cut that the request leaves out."""
+        """Messages of the conversation before the cut that the request leaves out: not the
+        system messages, nor the note an earlier cut added (a request governed again holds
+        it), so a cut that leaves out only that is no cut."""
         systems = bisect.bisect_left(self._replay.system_indices, decisions.cut)
+        added = bisect.bisect_left(self._replay.added, decisions.cut)
         pins = int(decisions.task_pinned) + int(decisions.pinned is not None)
         pins += decisions.kept_messages - int(decisions.pinned_kept)
-        return decisions.cut - systems - pins
+        return decisions.cut - systems - added - pins
 
     def _note_tokens(self, decisions: _Decisions, omitted: int) -> int:
         """Tokens of the plain note for `omitted` messages (without summary or values)."""
@@ -1259,13 +1278,11 @@ class CacheAwareReplay:
         base += self._protected_tokens(history, end) + decisions.kept_excluded_tokens
         return base, max(self._max_tokens - base, 0)
 
-    def _protected_tokens(
-        self, history: Sequence[BaseMessage], end: int, *, task: bool = True
-    ) -> int:
-        """Tokens of the task (but where not `task`) and the current turn (the latest user
-        message and the newest group) at the call on the first `end` messages."""
+    def _protected_tokens(self, history: Sequence[BaseMessage], end: int) -> int:
+        """Tokens of the task and the current turn (the latest user message and the newest
+        group) at the call on the first `end` messages."""
         replay = self._replay
-        tokens = replay.task_tokens if task and replay.task_fits else 0
+        tokens = replay.task_tokens if replay.task_fits else 0
         if end == 0:
             return tokens
         newest = group_start(history, end)
@@ -1423,7 +1440,7 @@ class CacheAwareReplay:
         of room beside the higher protection classes) would fit now."""
         if not decisions.readmit_tokens:
             return False
-        base = self._excluded_base(history, decisions, end=end)
+        base, _ = self._room(history, decisions, end=end)
         limit = self._excluded_limit(history, decisions, end=end)
         return self._calibration(decisions).corrected(base + decisions.readmit_tokens) <= limit
 
@@ -1590,7 +1607,7 @@ class CacheAwareReplay:
         gave_way_before = decisions.readmit_tokens > 0
         for group in [g for g in decisions.kept_groups if g.why == KEPT_EXCLUDED_TOOL]:
             decisions.give_up(group)
-        base = self._excluded_base(history, decisions, end=end)
+        base, _ = self._room(history, decisions, end=end)
         calibration = self._calibration(decisions)
         groups = list(self._excluded_groups_newest_first(history, decisions))
         kept, left_out = _fitting(groups, base, self._max_tokens, calibration)
@@ -1601,16 +1618,6 @@ class CacheAwareReplay:
         for group in reversed(kept):
             decisions.keep(group)
         decisions.kept_groups = tuple(sorted(decisions.kept_groups, key=lambda g: g.start))
-
-    def _excluded_base(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
-    ) -> int:
-        """What the request takes beside the results of excluded tools: the higher
-        protection classes, the current turn counted for at most `OVERSIZED_TURN_SHARE` of
-        the budget (larger, the last resort shortens its text rather than drop them)."""
-        base, _ = self._room(history, decisions, end=end)
-        current = self._protected_tokens(history, end, task=False)
-        return base - max(current - int(self._max_tokens * OVERSIZED_TURN_SHARE), 0)
 
     def _excluded_limit(
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
@@ -2185,19 +2192,36 @@ class CacheAwareReplay:
         ):
             return _NOTE_VALUES
         # Governance's own words are never what the last resort shortens: where the rest of
-        # the request does not fit (a current turn larger than the budget), its text gives
-        # way to the note, which goes wherever it fits beside the fixed tokens and the
-        # system messages (none on a tiny budget).
-        floor = min(without, self._fixed + decisions.rules_tokens + decisions.system_tokens)
+        # the request does not fit (a current turn larger than the budget), the text the
+        # last resort can cut gives way to the note (none on a tiny budget).
+        if calibration.corrected(without + plain) > self._max_tokens:
+            without -= self._shortenable_tokens(history, decisions, end=end)
         kept = values.partition("\n")[0]
         if self._offloading and kept != values and is_read_call(kept):
             # Where the lines do not fit, the call that reads the transcript still does.
             line = self._transcript_line_tokens(decisions)
-            if calibration.corrected(floor + plain + line) <= self._max_tokens:
+            if calibration.corrected(without + plain + line) <= self._max_tokens:
                 return _NOTE_KEPT
-        if calibration.corrected(floor + plain) <= self._max_tokens:
+        if calibration.corrected(without + plain) <= self._max_tokens:
             return _NOTE_PLAIN
         return _NOTE_NONE
+
+    def _shortenable_tokens(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+    ) -> int:
+        """About how many tokens the last resort can take off the kept part's newest group
+        and the pinned user message (passes/truncate.py cuts the text of tool results and
+        user messages to a head, a marker and a tail; it never cuts an assistant message
+        or what governance wrote). Only counted where the request does not fit."""
+        positions = list(range(group_start(history, end), end))
+        if decisions.pinned is not None:
+            positions.append(decisions.pinned)
+        return sum(
+            max(self._replay.tokens[index] - TRUNCATED_AT_LEAST, 0)
+            for index in positions
+            if isinstance(history[index], (ToolMessage, HumanMessage))
+            and added_kind(history[index]) is None
+        )
 
     def _turns_tokens(self, decisions: _Decisions, omitted: int, summary: str, values: str) -> int:
         """Tokens of the note's turns with `summary` and `values`, kept by what they are

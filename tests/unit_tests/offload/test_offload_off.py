@@ -2,8 +2,9 @@
 
 `REQUESTS_BEFORE_OFFLOAD` are SHA-256 digests of the requests of each scenario below as
 the package made them without offload (the trust boundaries' branch at 1aa1c51: the note in
-two turns, its data framed and escaped), every request of every call as `messages_to_dict`
-JSON. Where a later change of the
+two turns, its data framed and escaped; equal on main before the next change), then with a
+note at every cut (issue 29: the last resort's scenario now keeps its note), every request
+of every call as `messages_to_dict` JSON. Where a later change of the
 requests is meant (a new note, a new placeholder), recompute them with
 `python -m tests.unit_tests.offload.test_offload_off`.
 """
@@ -30,7 +31,7 @@ from langchain_context_governance import ContextGovernor
 REQUESTS_BEFORE_OFFLOAD = {
     "cache_aware": "4cb86bae73055b98d685345613ccb42748f1892bbefe7e712751ce4b80f26693",
     "keep_recent": "c0ed5912447713f074178bd105e57d2778ac3b80dde9a9775f02922627ab370a",
-    "last_resort": "0bf1e855ccbd6a04bbef12fa1c71e8e7244351cf304ee862f622431041e2cd74",
+    "last_resort": "4e18ac4a1167cbc6bc94b81b37fa55809e6cf39d453ce7cba7bcc36b2ab3f3d7",
 }
 
 
