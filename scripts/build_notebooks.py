@@ -309,21 +309,14 @@ def chart(title, raw, sent, budget):
 ## 1. `create_react_agent` with the pre-model node
 
 `governor.as_pre_model_hook()` returns `{"llm_input_messages": governed}`: the model sees
-the governed copy, and `state["messages"]`, the stored history, stays whole. The state
-declares `context_governance`, where the node keeps the conversation's governance record,
-so the checkpointer saves it with the thread and any worker continues from it.
+the governed copy, and `state["messages"]`, the stored history, stays whole. The node
+keeps the conversation's governance record under `context_governance`, a channel of its
+own that the graph's input cannot write, so the checkpointer saves it with the thread and
+any worker continues from it.
 """),
     code("""
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import create_react_agent
-from langgraph.prebuilt.chat_agent_executor import AgentState
-
-from langchain_context_governance.langgraph import GovernanceRecordField
-
-
-class AgentStateWithRecord(AgentState):
-    context_governance: GovernanceRecordField
-
 
 model = make_model()
 governor = make_governor(model)
@@ -333,7 +326,6 @@ with warnings.catch_warnings():
         model,
         tools,
         pre_model_hook=governor.as_pre_model_hook(),
-        state_schema=AgentStateWithRecord,
         checkpointer=InMemorySaver(),
     )
 recorder = RequestRecorder()
