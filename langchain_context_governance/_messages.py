@@ -328,15 +328,25 @@ def content_text(content: str | list[str | dict[str, Any]]) -> str:
     """
     if isinstance(content, str):
         return content
+    return "\n".join(block_texts(content))
+
+
+def block_texts(blocks: Sequence[Any]) -> list[str]:
+    """The texts of content `blocks`: each string, and each text block's text.
+
+    Example:
+        >>> block_texts(["a", {"type": "text", "text": "b"}, {"type": "image_url"}])
+        ['a', 'b']
+    """
     texts = []
-    for block in content:
+    for block in blocks:
         if isinstance(block, str):
             texts.append(block)
         elif isinstance(block, dict) and block.get("type") == "text":
             text = block.get("text")
             if isinstance(text, str):
                 texts.append(text)
-    return "\n".join(texts)
+    return texts
 
 
 def content_text_length(content: str | list[str | dict[str, Any]]) -> int:

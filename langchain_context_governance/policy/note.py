@@ -57,6 +57,7 @@ from langchain_context_governance._added import (
     synthetic_user_turn,
     user_parts,
 )
+from langchain_context_governance._messages import block_texts
 from langchain_context_governance.offload.kept import is_read_call
 
 # --- the note: governance's own words --------------------------------------------------------
@@ -336,15 +337,7 @@ def _texts(message: BaseMessage) -> list[str]:
     else:
         content = message.content
         blocks = [content] if isinstance(content, str) else list(content)
-    texts = []
-    for block in blocks:
-        if isinstance(block, str):
-            texts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            text = block.get("text")
-            if isinstance(text, str):
-                texts.append(text)
-    return texts
+    return block_texts(blocks)
 
 
 def _words(text: str, source: str) -> Iterator[tuple[str, str]]:

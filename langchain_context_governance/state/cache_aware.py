@@ -827,7 +827,6 @@ class CacheAwareReplay:
         self._offload: Offload | None = None
         self._transcript_line_cost: dict[bool, int] = {}
         self._summary_for: Callable[[int], str | None] | None = None
-        self._note_text_tokens: dict[tuple[Any, ...], int] = {}
         self.start_over()
 
     def start_over(self) -> None:
@@ -2224,24 +2223,12 @@ class CacheAwareReplay:
         )
 
     def _turns_tokens(self, decisions: _Decisions, omitted: int, summary: str, values: str) -> int:
-        """Tokens of the note's turns with `summary` and `values`, kept by what they are
-        made of (a few)."""
-        brief = self._brief_note(decisions)
-        key = (omitted, summary, values, brief)
-        known = self._note_text_tokens.get(key)
-        if known is None:
-            turns = cut_turns(
-                omitted,
-                summary=summary,
-                **self._listing(values),
-                brief=brief,
-                user_turn_follows=False,
-            )
-            known = sum(map(self._counter.count_message, turns))
-            if len(self._note_text_tokens) >= _NOTES_KEPT:
-                self._note_text_tokens.clear()
-            self._note_text_tokens[key] = known
-        return known
+        """Tokens of the note's turns with `summary` and `values` (with the continuation
+        turn: on the safe side where a user turn follows anyway)."""
+        turns = self._note_turns(
+            omitted, summary, values, brief=self._brief_note(decisions), follows=False
+        )
+        return sum(cost for _, cost, _ in turns)
 
     def _note_turns(
         self, omitted: int, summary: str | None, values: str, *, brief: bool, follows: bool
