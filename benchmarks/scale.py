@@ -58,7 +58,13 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool
 
 from benchmarks.concurrency import govern_by_thread
-from benchmarks.fleet import FleetSettings, cold_versus_steady, fleet_report, run_fleet
+from benchmarks.fleet import (
+    FleetSettings,
+    RecordedState,
+    cold_versus_steady,
+    fleet_report,
+    run_fleet,
+)
 from benchmarks.offload_fleet import offload_fleet_report, run_offload_fleet
 from benchmarks.postgres import throwaway_cluster
 from benchmarks.report import Target, render_targets
@@ -283,8 +289,14 @@ async def run_turn(
             await saver.setup()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
+            # The timed node wraps the hook, so LangGraph cannot read the hook's own schema:
+            # the state declares the record's channel instead (RecordedState).
             graph = create_react_agent(
-                model, tools, pre_model_hook=governance.runnable(), checkpointer=saver
+                model,
+                tools,
+                pre_model_hook=governance.runnable(),
+                checkpointer=saver,
+                state_schema=RecordedState,
             )
         runs = [
             graph.ainvoke(

@@ -703,7 +703,7 @@ def _restored_decisions(data: Mapping[str, Any], replay: _Replay, known: int) ->
         and decisions.readmit_tokens <= decisions.raw_tokens
         and decisions.rules_tokens == 0
         and 0 <= decisions.note_variant <= _NOTE_NONE
-        and decisions.note_values_tokens <= NOTE_VALUES_MAX_TOKENS
+        and decisions.note_values_tokens <= 2 * NOTE_VALUES_MAX_TOKENS
         and bool(decisions.note_values) == (decisions.note_values_tokens > 0)
     ):
         raise ValueError("decisions inconsistent with the history they describe")
@@ -826,6 +826,7 @@ class CacheAwareReplay:
         self._offloading = False
         self._offload: Offload | None = None
         self._transcript_line_cost: dict[bool, int] = {}
+        self._framing_cost: dict[bool, int] = {}
         self._summary_for: Callable[[int], str | None] | None = None
         self.start_over()
 
@@ -1529,7 +1530,11 @@ class CacheAwareReplay:
         if loop is not None and loop >= decisions.cut:
             newest = min(newest, loop)
         _, room = self._room(history, decisions, end=end)
-        decisions.note_values_tokens = min(int(room * NOTE_VALUES_SHARE), NOTE_VALUES_MAX_TOKENS)
+        # The values' share, and the data turn that quotes them (its frame, the note's
+        # pointer to it, the continuation turn after it), which takes no share of theirs.
+        decisions.note_values_tokens = min(
+            int(room * NOTE_VALUES_SHARE), NOTE_VALUES_MAX_TOKENS
+        ) + self._framing_tokens(decisions)
         if self._offloading:
             # The handle of the cut's transcript is listed however small the room: without
             # it, what the cut leaves out could not be read back.
@@ -1752,6 +1757,16 @@ class CacheAwareReplay:
         self._offload.keep(item)
         named = not isinstance(message, AIMessage) or bool(content_text_length(message.content))
         return item, named
+
+    def _framing_tokens(self, decisions: _Decisions) -> int:
+        """What the data turn adds to the note beside the values it lists (for a cut of a
+        hundred messages: the count's digits barely matter)."""
+        brief = self._brief_note(decisions)
+        known = self._framing_cost.get(brief)
+        if known is None:
+            known = self._data_tokens(decisions, 100, values_text((("", ("",)),)))
+            self._framing_cost[brief] = known
+        return known
 
     def _transcript_line_tokens(self, decisions: _Decisions) -> int:
         """What the call that reads a cut's transcript adds to the note."""

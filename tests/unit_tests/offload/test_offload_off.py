@@ -4,7 +4,8 @@
 the package made them without offload (the trust boundaries' branch at 1aa1c51: the note in
 two turns, its data framed and escaped; equal on main before the next change), then with a
 note at every cut (issue 29: the last resort's scenario now keeps its note), every request
-of every call as `messages_to_dict` JSON. Where a later change of the
+of every call as `messages_to_dict` JSON; and with the data turn's frame reserved beside the
+values' share (the cache-aware scenario's notes list more values). Where a later change of the
 requests is meant (a new note, a new placeholder), recompute them with
 `python -m tests.unit_tests.offload.test_offload_off`.
 """
@@ -29,7 +30,7 @@ from benchmarks.histories import HistoryGenerator
 from langchain_context_governance import ContextGovernor
 
 REQUESTS_BEFORE_OFFLOAD = {
-    "cache_aware": "4cb86bae73055b98d685345613ccb42748f1892bbefe7e712751ce4b80f26693",
+    "cache_aware": "604fa6814d3b5e2dbda50b4d78a77f0e64f692d31aa0696fd2cc32db5e375bd1",
     "keep_recent": "c0ed5912447713f074178bd105e57d2778ac3b80dde9a9775f02922627ab370a",
     "last_resort": "4e18ac4a1167cbc6bc94b81b37fa55809e6cf39d453ce7cba7bcc36b2ab3f3d7",
 }
