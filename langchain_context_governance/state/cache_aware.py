@@ -826,7 +826,7 @@ class CacheAwareReplay:
         self._offloading = False
         self._offload: Offload | None = None
         self._transcript_line_cost: dict[bool, int] = {}
-        self._framing_cost: dict[bool, int] = {}
+        self._framing_cost: int | None = None
         self._summary_for: Callable[[int], str | None] | None = None
         self.start_over()
 
@@ -1530,11 +1530,13 @@ class CacheAwareReplay:
         if loop is not None and loop >= decisions.cut:
             newest = min(newest, loop)
         _, room = self._room(history, decisions, end=end)
-        # The values' share, and the data turn that quotes them (its frame, the note's
-        # pointer to it, the continuation turn after it), which takes no share of theirs.
-        decisions.note_values_tokens = min(
-            int(room * NOTE_VALUES_SHARE), NOTE_VALUES_MAX_TOKENS
-        ) + self._framing_tokens(decisions)
+        # The values' share, and where the note is not brief the data turn that quotes them
+        # (its frame, the note's pointer to it, the continuation turn after it), which then
+        # takes no share of theirs; where the room is small, it comes out of their share,
+        # so that the note does not cut deeper (and more often) for its frame.
+        decisions.note_values_tokens = min(int(room * NOTE_VALUES_SHARE), NOTE_VALUES_MAX_TOKENS)
+        if not self._brief_note(decisions):
+            decisions.note_values_tokens += self._framing_tokens(decisions)
         if self._offloading:
             # The handle of the cut's transcript is listed however small the room: without
             # it, what the cut leaves out could not be read back.
@@ -1759,14 +1761,11 @@ class CacheAwareReplay:
         return item, named
 
     def _framing_tokens(self, decisions: _Decisions) -> int:
-        """What the data turn adds to the note beside the values it lists (for a cut of a
+        """What the full note's data turn adds beside the values it lists (for a cut of a
         hundred messages: the count's digits barely matter)."""
-        brief = self._brief_note(decisions)
-        known = self._framing_cost.get(brief)
-        if known is None:
-            known = self._data_tokens(decisions, 100, values_text((("", ("",)),)))
-            self._framing_cost[brief] = known
-        return known
+        if self._framing_cost is None:
+            self._framing_cost = self._data_tokens(decisions, 100, values_text((("", ("",)),)))
+        return self._framing_cost
 
     def _transcript_line_tokens(self, decisions: _Decisions) -> int:
         """What the call that reads a cut's transcript adds to the note."""
