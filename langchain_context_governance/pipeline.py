@@ -380,16 +380,21 @@ def provider_state(pipeline: Pipeline, call: Call) -> None:
 
 def find_summary_job(pipeline: Pipeline, call: Call) -> None:
     """Step 7: what the summary of this call's cut is made of, where one is wanted and
-    missing (the governor asks the summary model, then runs the steps again)."""
+    missing, and the note has room to send one (the governor asks the summary model,
+    then runs the steps again); no longer than that room."""
     plan = call.plan
     if not pipeline.summarizes or plan is None or plan.cut == 0 or plan.omitted == 0:
+        return
+    if plan.summary_room < MIN_SUMMARY_TOKENS:
+        # A summary the request could not carry is not asked for: the next cut's
+        # summary covers what this one left out.
         return
     assert pipeline.budget is not None
     call.summary_job = summary_job(
         call.state.summary,
         call.history,
         cut=plan.cut,
-        max_tokens=max(MIN_SUMMARY_TOKENS, pipeline.budget // 10),
+        max_tokens=min(max(MIN_SUMMARY_TOKENS, pipeline.budget // 10), plan.summary_room),
     )
 
 

@@ -395,14 +395,18 @@ class CompactionPlan:
     # The history positions whose bound reasoning is no longer behind the prefix it was
     # made after (state/binding.py); the governor leaves it out of the request.
     reasoning_left_out: LeftOut = field(default_factory=LeftOut)
+    # After a cut that has no summary yet: the most tokens a summary of it can take and
+    # still be sent (the note with it under the high watermark); 0 where none can.
+    summary_room: int = 0
 
 
 # Joined user turns and notes kept between calls: the front after a cut changes only at
-# the next cut. A cut has at most three notes (with the summary, with the values of what
-# it leaves out, plain), each kept by what it is made of: no more are kept. The plain note's count
+# the next cut. A cut has at most four notes (with the summary, with the values of what
+# it leaves out, plain, and the one that measures the room for a summary), each kept by
+# what it is made of: no more are kept. The plain note's count
 # is kept for a few numbers of messages left out (a cut's search tries several).
 _JOINED_KEPT = 8
-_NOTES_KEPT = 3
+_NOTES_KEPT = 4
 _NOTE_COUNTS_KEPT = 8
 # Characters a token holds in the approximate count: a first guess at how many characters
 # of values fit the tokens reserved for them, corrected by the counter.
@@ -1938,6 +1942,8 @@ class CacheAwareReplay:
             fingerprints=prints,
             reasoning_left_out=decisions.left_out,
         )
+        if start > 0 and summary is None and self._summary_for is not None:
+            plan.summary_room = self._summary_room(history, decisions, omitted)
         if self._last_request is not None:
             unchanged = leading_equal(self._last_request, prints)
             plan.unchanged_prefix_messages = unchanged
@@ -2174,6 +2180,17 @@ class CacheAwareReplay:
         if self._summary_for is None or not decisions.cut:
             return None
         return self._summary_for(decisions.cut)
+
+    def _summary_room(
+        self, history: Sequence[BaseMessage], decisions: _Decisions, omitted: int
+    ) -> int:
+        """The most tokens a summary of the cut can take with the note still under the
+        high watermark (`_note_variant`'s test), where the note has none yet."""
+        high, _ = self._watermarks(history, decisions, end=len(history))
+        without = self._total(decisions, note=False)
+        # The note's turns around a one-character summary: all but the summary's own text.
+        frame = self._turns_tokens(decisions, omitted, ".", decisions.note_values)
+        return max(self._calibration(decisions).limit(high) - without - frame, 0)
 
     def _note_variant(
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int

@@ -256,3 +256,24 @@ def test_every_summary_made_is_sent_when_excluded_results_vary_in_size() -> None
     # follows another on every call or every other call.
     assert 2 <= len(model.requests) <= 60 // 5
     assert len(model.requests) == len(sent)
+
+
+@pytest.mark.parametrize("size", [2_664, 2_858, 3_343])
+def test_no_summary_is_asked_for_a_cut_whose_note_has_no_room_for_one(size: int) -> None:
+    """Kept results of excluded tools can leave a cut's note room for its plain words
+    only: a summary asked there would never be sent (a paid call for nothing). The
+    summary model is asked only where the note can carry its answer."""
+    made = itertools.count()
+    model = ScriptedChatModel(lambda request: AIMessage(f"SUMMARY-{next(made)}"))
+    shared = governor(model)
+    history = tool_loop(2)
+    sent: set[str] = set()
+    cuts = set()
+    for n in range(14):
+        history = [*history, ai_calls(call(f"g{n}")), result(f"g{n}", "z" * size)]
+        outcome = shared.govern(history, thread_id="t")
+        sent.update(w for m in outcome.messages for w in m.text.split() if "SUMMARY-" in w)
+        if outcome.report.cut:
+            cuts.add(outcome.report.cut[-1][1])
+    assert len(cuts) > len(model.requests) >= 1
+    assert len(model.requests) == len(sent)
