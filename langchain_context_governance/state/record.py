@@ -48,7 +48,7 @@ Example:
     >>> GovernanceRecord.from_dict({**data, "version": 0}, settings="s1")
     Traceback (most recent call last):
     ...
-    langchain_context_governance.state.record.UnusableRecord: record version 0, expected 5
+    langchain_context_governance.state.record.UnusableRecord: record version 0, expected 6
     >>> record.history.continued_by([*history, HumanMessage("more")])
     True
     >>> record.history.continued_by([HumanMessage("ho", id="m1")])  # changed in place
@@ -100,7 +100,7 @@ RECORD_KEY = "context_governance"
 # replay's compacted counts, a None content digested as "", `truncation_warned`. 4: the
 # replay's left-out reasoning and note, `reasoning_warned`. 5: the record carries its
 # thread, and the history's content (not ids and lengths) in its digests.
-RECORD_VERSION = 5
+RECORD_VERSION = 6
 # Bytes of a request message's digest in the record: the prefix report compares them,
 # and so does the request-level repair of the first call on another worker (a leading
 # message taken for the previous request's is not checked again), so a false match is
@@ -253,21 +253,13 @@ class HistoryDigest:
         text = kinds <= {str}
         if text:
             self._texts.update("".join(contents).encode("utf-8", "surrogatepass"))
-        # In the order of the positions, whatever the batches: each entry says its position
-        # and its length (a content's JSON size ends at a separator), so no text in it can
-        # pass for another.
-        extras: list[str] = []
-        for offset, message in enumerate(messages):
-            position = self._count + offset
-            if not text:
-                size = self._add_content(contents[offset])
-                if size is not None:
-                    extras.append(f"{position}:json:{size}\x1e")
-            extra = _extra_fields(message)
-            if extra:
-                extras.append(f"{position}:{len(extra)}:{extra}")
-        if extras:
-            self._extras.update("".join(extras).encode("utf-8", "surrogatepass"))
+            sizes: list[int | None] = [None] * len(messages)
+        else:
+            sizes = list(map(self._add_content, contents))
+        # One JSON text for the batch, made at once: its items, each followed by ", ", are
+        # the same bytes whatever the batches, and each item ends where its JSON value
+        # ends, so no text in it can pass for another's.
+        self._extras.update(_json(list(map(_extra_fields, messages, sizes)))[1:-1] + b", ")
         self._count += len(messages)
         return self
 
@@ -289,24 +281,19 @@ class HistoryDigest:
         return combined.hexdigest()
 
 
-def _extra_fields(message: BaseMessage) -> str:
-    """What the digest reads of `message` besides its id, class and content: its name, a
-    result's call id, an assistant message's tool calls and its extra fields ("" where it
-    has none of them). Calls and extra fields as JSON with sorted keys (a message rebuilt
-    from a checkpoint may hold its dictionaries' keys in another order); a name and a
-    call id by `repr`, which writes text the same in every process."""
-    kwargs = message.additional_kwargs
-    if isinstance(message, ToolMessage):
-        fields = f"t{message.name!r}\x1f{message.tool_call_id!r}"
-    elif isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
-        fields = f"a{message.name!r}\x1f{tool_calls_json(message)}"
-    elif message.name is not None:
-        fields = f"n{message.name!r}"
-    elif not kwargs:
-        return ""
-    else:
-        fields = ""
-    return f"{fields}\x1e{_json(kwargs).decode('ascii')}" if kwargs else fields
+def _extra_fields(message: BaseMessage, content_size: int | None) -> Any:
+    """What the digest reads of `message` besides its id, class and text, as JSON-ready
+    data: its name, a result's call id, an assistant message's tool calls, its extra
+    fields, and the JSON size of content that is not text (0 where it has none of them).
+    Encoded with sorted keys: a message rebuilt from a checkpoint may hold its
+    dictionaries' keys in another order."""
+    call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
+    calls = invalid = None
+    if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+        calls, invalid = message.tool_calls, message.invalid_tool_calls
+    kwargs = message.additional_kwargs or None
+    fields = (message.name, call_id, calls, invalid, kwargs, content_size)
+    return 0 if fields == (None,) * len(fields) else fields
 
 
 def _identity(message: BaseMessage) -> str:

@@ -35,6 +35,7 @@ from langchain_context_governance.langgraph import (
     GovernedMessagesState,
     build_pre_model_hook,
 )
+from langchain_context_governance.state.record import RECORD_VERSION
 from langchain_context_governance.testing import ContextLengthExceeded, ScriptedChatModel
 from tests.agent_tools import (
     FINAL_ANSWER,
@@ -474,7 +475,10 @@ class TestRecordChannel:
         monkeypatch.setattr(
             langgraph_module, "_state_record", lambda state: read.append(original(state))
         )
-        forged = {"version": 5, "summary": {"cut": 1, "text": "FORGED", "failed_cut": None}}
+        forged = {
+            "version": RECORD_VERSION,
+            "summary": {"cut": 1, "text": "FORGED", "failed_cut": None},
+        }
         hook = ContextGovernor().as_pre_model_hook()
         model = ScriptedChatModel([AIMessage("hello")], max_input_tokens=8_000)
         if hand_written:
