@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import operator
 import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -247,8 +246,10 @@ class _ReadObjects:
         >>> history = [HumanMessage("a"), HumanMessage("b")]
         >>> read = _ReadObjects()
         >>> read.replace(history)
-        >>> read.are(history, 2), read.are([HumanMessage("a"), history[1]], 2)
+        >>> read.are(history, 2), read.are([HumanMessage("x"), history[1]], 2)
         (True, False)
+        >>> read.are([HumanMessage("a"), history[1]], 2)  # an equal message in its place
+        True
         >>> del history
         >>> len(read)
         0
@@ -264,13 +265,24 @@ class _ReadObjects:
         return len(self._refs)
 
     def are(self, messages: Sequence[BaseMessage], count: int) -> bool:
-        """Whether the first `count` of `messages` are the objects read."""
+        """Whether the first `count` of `messages` are the objects read (or, where one was
+        replaced, by a message equal to it in every field: what was made of it holds)."""
         # One list throughout: another thread freeing the newest object read empties
         # `_refs` (see `_watch_newest`), and an empty list would pass for any history.
         refs = self._refs
-        return len(refs) == count and all(
-            map(operator.is_, map(_dereference, refs), islice(messages, count))
-        )
+        if len(refs) != count:
+            return False
+        if count == 0:
+            return True
+        if refs[-1]() is not messages[count - 1]:
+            # New objects (a reloaded history): no message is compared field by field.
+            return False
+        try:
+            # List equality compares by identity first, in C: one pointer comparison per
+            # message where they are the objects read.
+            return list(map(_dereference, refs)) == list(islice(messages, count))
+        except Exception:  # a field whose comparison fails: not known to be equal
+            return False
 
     def replace(self, messages: Sequence[BaseMessage]) -> None:
         """Remember `messages` instead of the objects read before."""
