@@ -545,8 +545,9 @@ def govern(
             "compaction": compaction,
             "pin_task": pin_task,
         }
+        notice = None
         if model is None and window is None and _body_model(transcript) is not None:
-            governor = _governor_for_the_body_model(transcript, settings)
+            governor, notice = _governor_for_the_body_model(transcript, settings)
         else:
             governor = build_governor(window=window, model_name=model, **settings)
         text, report, kept_after = _governed_text(transcript, governor)
@@ -561,9 +562,12 @@ def govern(
         text = _first_error_line(error)
         raise _fail(f"{_tools_or(file, text)}: {text}") from None
     if report_json:
-        report_dict = {**report_as_dict(report), "kept_after": kept_after}
+        # stderr holds the JSON alone: a notice is one of its fields.
+        report_dict = {**report_as_dict(report), "kept_after": kept_after, "notice": notice}
         typer.echo(json.dumps(report_dict, indent=2), err=True)
     else:
+        if notice is not None:
+            typer.echo(notice, err=True)
         table = report_table(report, title=f"Context governance of {file}", kept_after=kept_after)
         _stderr().print(table)
 
@@ -585,17 +589,19 @@ def _body_model(transcript: Transcript) -> str | None:
 
 def _governor_for_the_body_model(
     transcript: Transcript, settings: dict[str, Any]
-) -> ContextGovernor:
+) -> tuple[ContextGovernor, str | None]:
     """Sized for the request body's model, as with --model; where LangChain does not know
-    it, repairs only, said in one line (an unknown model is no error in a request)."""
+    it, repairs only, with the one line that says so (an unknown model is no error in a
+    request)."""
     model = _body_model(transcript)
     try:
-        return build_governor(
+        governor = build_governor(
             window=None, model_name=model, model_source='the body\'s "model"', **settings
         )
     except BadInput as error:
-        typer.echo(f"{error}; without one, repairs only", err=True)
-        return build_governor(window=None, model_name=None, **settings)
+        notice = f"{error}; without one, repairs only"
+        return build_governor(window=None, model_name=None, **settings), notice
+    return governor, None
 
 
 def _request_tools(transcript: Transcript) -> list[Any] | None:

@@ -27,6 +27,7 @@ from langchain_context_governance.overflow import (
     call_with_overflow_recovery,
 )
 from langchain_context_governance.report import GovernanceResult
+from langchain_context_governance.settings import reject_unknown_settings
 from langchain_context_governance.state.record import RECORD_KEY
 from langchain_context_governance.tokens.calibration import Overflow, with_overflows
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run
@@ -264,6 +265,9 @@ class ContextGovernanceMiddleware(AgentMiddleware[GovernedAgentState, Any, Any])
         if governor is None:
             # Offload is on by default here: the middleware gives the agent the tool that
             # reads back what governance took out of its requests.
+            reject_unknown_settings(
+                settings, ContextGovernor.model_fields, where=type(self).__name__
+            )
             settings.setdefault("offload", True)
             governor = ContextGovernor(**settings)
         elif not isinstance(governor, ContextGovernor):

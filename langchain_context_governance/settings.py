@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain_core.runnables import Runnable
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from langchain_context_governance.passes.microcompact import (
@@ -241,6 +242,7 @@ def validate_settings(settings: GovernorSettings) -> None:
     validate_microcompact_settings(keep_recent=settings.keep_recent, min_chars=settings.min_chars)
     validate_placeholder(settings.placeholder)
     _validate_summary(settings)
+    _validate_tools(settings.tools)
     store = settings.store
     if store is not None and not all(hasattr(store, verb) for verb in _STORE_VERBS):
         raise ValueError(
@@ -296,6 +298,20 @@ def _validate_budget(settings: GovernorSettings) -> None:
                 "max_input_tokens alone they do nothing: pass context_window_tokens too, or "
                 "leave them out"
             )
+
+
+def _validate_tools(tools: Sequence[Any] | None) -> None:
+    """Each tool definition readable as LangChain reads it for the provider, at
+    construction rather than at the first call."""
+    if tools is None:
+        return
+    if isinstance(tools, (str, bytes, Mapping)):
+        raise ValueError(f"tools must be a list of tool definitions, got {type(tools).__name__}")
+    for index, tool in enumerate(tools):
+        try:
+            convert_to_openai_tool(tool)
+        except (ValueError, TypeError, NotImplementedError) as error:
+            raise ValueError(f"tools[{index}] cannot be read as a tool: {error}") from None
 
 
 def _validate_summary(settings: GovernorSettings) -> None:

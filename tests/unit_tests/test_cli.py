@@ -1001,3 +1001,15 @@ def test_any_json_document_gets_an_answer_or_one_line_and_exit_2(document: Any) 
         if result.exit_code not in answers:
             assert result.exit_code == EXIT_BAD_INPUT
             assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_with_report_json_the_notice_about_the_body_s_model_is_a_field_of_the_json() -> None:
+    """`govern ... --report-json 2> report.json` leaves a JSON file, also where the body's
+    model cannot size the window (the one line it says goes into the report)."""
+    result = govern_stdin({"model": "my-own-llama", "messages": BROKEN}, "--report-json")
+    assert result.exit_code == 0
+    report = json.loads(result.stderr)
+    assert 'the body\'s "model" my-own-llama' in report["notice"]
+    assert "repairs only" in report["notice"] and report["budget"] is None
+    sized = govern_stdin({"messages": BROKEN}, "--report-json", "--window", "9000")
+    assert json.loads(sized.stderr)["notice"] is None

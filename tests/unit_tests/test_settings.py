@@ -15,7 +15,8 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _readme_settings_table() -> dict[str, str]:
-    """The settings table of the README: each setting's name and its default as written."""
+    """The settings table of the README: each setting's name and its default as written
+    (a setting listed twice fails)."""
     text = README.read_text(encoding="utf-8")
     table = text[text.index("| setting | default | meaning |") :]
     rows: dict[str, str] = {}
@@ -23,6 +24,7 @@ def _readme_settings_table() -> dict[str, str]:
         if not line.startswith("|"):
             break
         name, default = (cell.strip() for cell in line.strip("|").split("|")[:2])
+        assert name.strip("`") not in rows, f"{name} is listed twice"
         rows[name.strip("`")] = default.strip("`")
     return rows
 
@@ -96,5 +98,20 @@ def test_the_middleware_takes_the_same_names() -> None:
 
     middleware = ContextGovernanceMiddleware(max_input_tokens=5_000)
     assert middleware.governor.budget == 5_000
-    with pytest.raises(TypeError, match="did you mean 'max_input_tokens'"):
+    with pytest.raises(
+        TypeError,
+        match="ContextGovernanceMiddleware got an unknown setting 'max_tokens'; "
+        "did you mean 'max_input_tokens'",
+    ):
         ContextGovernanceMiddleware(max_tokens=5_000)
+
+
+@pytest.mark.parametrize(
+    ("tools", "said"),
+    [("read_file", "tools must be a list"), ([1, 2], "tools[0] cannot be read as a tool")],
+)
+def test_tools_that_are_no_tool_definitions_are_named_at_construction(
+    tools: object, said: str
+) -> None:
+    with pytest.raises(ValueError, match=said.replace("[", r"\[")):
+        ContextGovernor(context_window_tokens=8_000, tools=tools)
