@@ -64,6 +64,7 @@ from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_context_governance._added import (
     added_kind,
     join_user_parts,
+    synthetic_user_turn,
     user_parts,
     without_added_parts,
 )
@@ -401,12 +402,11 @@ class CompactionPlan:
 
 
 # Joined user turns and notes kept between calls: the front after a cut changes only at
-# the next cut. A cut has at most four notes (with the summary, with the values of what
-# it leaves out, plain, and the one that measures the room for a summary), each kept by
-# what it is made of: no more are kept. The plain note's count
+# the next cut. A cut has at most three notes (with the summary, with the values of what
+# it leaves out, plain), each kept by what it is made of: no more are kept. The plain note's count
 # is kept for a few numbers of messages left out (a cut's search tries several).
 _JOINED_KEPT = 8
-_NOTES_KEPT = 4
+_NOTES_KEPT = 3
 _NOTE_COUNTS_KEPT = 8
 # Characters a token holds in the approximate count: a first guess at how many characters
 # of values fit the tokens reserved for them, corrected by the counter.
@@ -830,6 +830,7 @@ class CacheAwareReplay:
         self._offloading = False
         self._offload: Offload | None = None
         self._transcript_line_cost: dict[bool, int] = {}
+        self._continuation_cost: int | None = None
         self._framing_cost: int | None = None
         self._summary_for: Callable[[int], str | None] | None = None
         self.start_over()
@@ -2188,8 +2189,15 @@ class CacheAwareReplay:
         high watermark (`_note_variant`'s test), where the note has none yet."""
         high, _ = self._watermarks(history, decisions, end=len(history))
         without = self._total(decisions, note=False)
-        # The note's turns around a one-character summary: all but the summary's own text.
-        frame = self._turns_tokens(decisions, omitted, ".", decisions.note_values)
+        # The note's turns around a one-character summary: all but the summary's own text
+        # (counted, not kept: no request sends them).
+        turns = cut_turns(
+            omitted,
+            summary=".",
+            **self._listing(decisions.note_values),
+            brief=self._brief_note(decisions),
+        )
+        frame = sum(map(self._counter.count_message, turns)) + self._continuation_tokens()
         return max(self._calibration(decisions).limit(high) - without - frame, 0)
 
     def _note_variant(
@@ -2255,11 +2263,22 @@ class CacheAwareReplay:
 
     def _turns_tokens(self, decisions: _Decisions, omitted: int, summary: str, values: str) -> int:
         """Tokens of the note's turns with `summary` and `values` (with the continuation
-        turn: on the safe side where a user turn follows anyway)."""
+        turn after a data turn: on the safe side where a user turn follows anyway). The
+        turns counted are those a request sends (a user turn follows them): no second copy
+        of them is kept for the count."""
         turns = self._note_turns(
-            omitted, summary, values, brief=self._brief_note(decisions), follows=False
+            omitted, summary, values, brief=self._brief_note(decisions), follows=True
         )
-        return sum(cost for _, cost, _ in turns)
+        tokens = sum(cost for _, cost, _ in turns)
+        if len(turns) > 1:
+            tokens += self._continuation_tokens()
+        return tokens
+
+    def _continuation_tokens(self) -> int:
+        """What the synthetic continuation turn after a data turn costs."""
+        if self._continuation_cost is None:
+            self._continuation_cost = self._counter.count_message(synthetic_user_turn())
+        return self._continuation_cost
 
     def _note_turns(
         self, omitted: int, summary: str | None, values: str, *, brief: bool, follows: bool
