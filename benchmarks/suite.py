@@ -368,9 +368,9 @@ def run_trajectories(arguments: argparse.Namespace) -> list[Target]:
         return []
     trajectories = load_trajectories(directory)
     print(
-        f"\n## Real trajectories: {len(trajectories)} runs from {directory}, one call before "
-        f"every assistant message, input budget {BUDGET_SHARE:.0%} of each run's tokens "
-        "(at least twice its system prompt)\n"
+        f"\n## Real trajectories: {len(trajectories)} runs from {arguments.trajectories}, one "
+        f"call before every assistant message, input budget {BUDGET_SHARE:.0%} of each run's "
+        "tokens (at least twice its system prompt)\n"
     )
     # The governor logs a warning for each request it sends over budget; the table counts them.
     logging.getLogger("langchain_context_governance").setLevel(logging.ERROR)
