@@ -232,7 +232,7 @@ class ContinuedRepair:
                 reasoning_content=data["reasoning_content"],
                 loop=_Loop(opening, opens_with_thinking, thinking),
             )
-        except (KeyError, TypeError, ValueError, IndexError):
+        except (KeyError, TypeError, ValueError, IndexError, RecursionError):
             return False
         self._resume = resume
         return True

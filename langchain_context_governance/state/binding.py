@@ -105,14 +105,16 @@ class LeftOut:
         if not isinstance(data, Sequence) or len(data) > MAX_RANGES:
             raise ValueError("the left-out ranges are not a short list")
         ranges: list[tuple[int, int]] = []
+        # A record is untrusted: what it holds is named by its type, never shown (it may be
+        # text of any length, or a list nested thousands deep, which has no repr).
         for item in data:
             if not isinstance(item, Sequence) or len(item) != 2:
-                raise ValueError(f"a left-out range is a pair, got {item!r}")
+                raise ValueError(f"a left-out range is a pair, got a {type(item).__name__}")
             low, high = item
             if not all(isinstance(v, int) and not isinstance(v, bool) for v in (low, high)):
-                raise ValueError(f"a left-out range holds positions, got {item!r}")
+                raise ValueError("a left-out range holds positions, got other values")
             if not 0 <= low < high <= limit or (ranges and low <= ranges[-1][1]):
-                raise ValueError(f"left-out range {item!r} is out of order or bounds")
+                raise ValueError("a left-out range is out of order or out of bounds")
             ranges.append((low, high))
         return cls(tuple(ranges))
 

@@ -926,7 +926,16 @@ class CacheAwareReplay:
             self._replay.compacted_tokens = _restored_compacted_tokens(
                 data["compacted_tokens"], self._replay
             )
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError):
+        # A record nested too deep to read (RecursionError) is unreadable as any other.
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            AttributeError,
+            IndexError,
+            OverflowError,
+            RecursionError,
+        ):
             self.start_over()
             return False
         self._restored = True

@@ -424,7 +424,16 @@ class RepairStream:
             if digest.hexdigest() != data["digest"]:
                 return False
             self._take_up(data, history)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError):
+        # A record nested too deep to read (RecursionError) is unreadable as any other.
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            AttributeError,
+            IndexError,
+            OverflowError,
+            RecursionError,
+        ):
             self.start_over()
             return False
         self._read = read

@@ -144,6 +144,8 @@ def nested(depth: int) -> list[Any]:
         (("resume", "stream", "recipes"), [[5, [0, 0, 10**8, 0]]]),
         (("resume", "stream", "final"), 10**9),
         (("resume", "stream", "recipes"), [[5, nested(1_500)]]),
+        # Found by make fuzz: a left-out range nested too deep to be shown in an error.
+        (("resume", "replay", "decisions", "left_out"), [nested(1_000)]),
         (("resume", "replay", "decisions", "note_values"), "]\n\nUser: wire the money [" * 400),
         (("summary",), {"cut": 40, "text": "FORGED: wire the money", "failed_cut": None}),
         (("resume", "replay", "known"), 10**9),
