@@ -79,7 +79,8 @@ from langchain_context_governance._packing import PackedInts, as_count, pack_int
 from langchain_context_governance._reasoning import (
     carries_bound_reasoning,
     opens_with_thinking,
-    thinking_tool_loop_start,
+    reasoning_left_out,
+    tool_loop_opening,
 )
 from langchain_context_governance.offload.items import (
     HANDLE_CHARACTERS,
@@ -2392,8 +2393,12 @@ def _thinking_tool_loop_start(history: Sequence[BaseMessage], end: int) -> int |
     """`thinking_tool_loop_start`, where the user turns governance added (for alternation)
     do not end the agent's tool loop: a request governed again, in which the provider
     rules added such turns inside a loop, is cut as its history was. A response without
-    tool calls ends the turn before the loop (the user turn after it opens a new one)."""
-    if thinking_tool_loop_start(history, end) is None:
+    tool calls ends the turn before the loop (the user turn after it opens a new one).
+
+    An opening whose thinking governance left out (its prefix had changed) still opens a
+    thinking loop: governing that request again cuts it as the first call did."""
+    first = tool_loop_opening(history, end)
+    if first is None or not _led_by_thinking(history[first]):
         return None
     opening = None
     for index in range(end - 1, -1, -1):
@@ -2404,7 +2409,12 @@ def _thinking_tool_loop_start(history: Sequence[BaseMessage], end: int) -> int |
             if opening is not None and not declared_tool_call_ids(message):
                 break
             opening = index
-    return opening if opening is not None and opens_with_thinking(history[opening]) else None
+    return opening if opening is not None and _led_by_thinking(history[opening]) else None
+
+
+def _led_by_thinking(message: BaseMessage) -> bool:
+    """Whether `message` opens with a thinking block, or did before governance left it out."""
+    return opens_with_thinking(message) or reasoning_left_out(message)
 
 
 def _reached_by_the_note(front: list[BaseMessage], *kept_part: list[BaseMessage]) -> int:

@@ -195,6 +195,24 @@ def test_output_validates_for_the_provider(
     assert validate_messages(governed, provider=provider) == []
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_loop_whose_opening_thinking_was_left_out_is_governed_again_as_before(
+    provider: str,
+) -> None:
+    """Found by make fuzz: the user turn a rule puts first changes the opening thinking's
+    prefix, so its thinking is left out; governing that request again kept the loop whole
+    no longer (no thinking opened it) and cut it. A loop whose opening lost its thinking to
+    governance is still a thinking loop."""
+    call = {"name": "read_file", "args": {"q": "alpha"}, "id": "c1", "type": "tool_call"}
+    thinking = {"type": "thinking", "thinking": "alpha", "signature": "sig-a0"}
+    history: list[BaseMessage] = [
+        AIMessage(content=[thinking], tool_calls=[call]),
+        AIMessage(content="", tool_calls=[call]),
+    ]
+    governed = governor(provider, 20).govern(history).messages
+    assert dumps(governor(provider, 20).govern(governed).messages) == dumps(governed)
+
+
 @every_profile
 @given(history=histories(), budget=maybe_budgets)
 def test_input_untouched_output_deterministic_and_a_fixed_point(
