@@ -121,7 +121,7 @@ from langchain_context_governance.policy.note import (
 )
 from langchain_context_governance.state.binding import LeftOut
 from langchain_context_governance.state.made import MadeMessages
-from langchain_context_governance.state.record import leading_equal
+from langchain_context_governance.state.record import RECORD_READ_ERRORS, leading_equal
 from langchain_context_governance.tokens.calibration import (
     UNCALIBRATED,
     Calibration,
@@ -927,16 +927,7 @@ class CacheAwareReplay:
             self._replay.compacted_tokens = _restored_compacted_tokens(
                 data["compacted_tokens"], self._replay
             )
-        # A record nested too deep to read (RecursionError) is unreadable as any other.
-        except (
-            KeyError,
-            TypeError,
-            ValueError,
-            AttributeError,
-            IndexError,
-            OverflowError,
-            RecursionError,
-        ):
+        except RECORD_READ_ERRORS:
             self.start_over()
             return False
         self._restored = True

@@ -78,6 +78,7 @@ _CONTENT = operator.attrgetter("content")
 
 __all__ = [
     "RECORD_KEY",
+    "RECORD_READ_ERRORS",
     "RECORD_VERSION",
     "GovernanceRecord",
     "HistoryDigest",
@@ -130,6 +131,19 @@ _RECORD_KEYS = frozenset(
         "resume",
         "serial",
     }
+)
+
+
+# What reading a record's untrusted data can raise: each makes the record unusable (a
+# record nested too deep to read, RecursionError, as any other).
+RECORD_READ_ERRORS = (
+    KeyError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    IndexError,
+    OverflowError,
+    RecursionError,
 )
 
 

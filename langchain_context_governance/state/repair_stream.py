@@ -67,7 +67,7 @@ from langchain_context_governance.passes._names import PASS_NAMES
 from langchain_context_governance.passes._names import PROVIDER_RULES as BRIDGE_PASS_NAME
 from langchain_context_governance.passes.alternation import can_merge_turns, merge_turns
 from langchain_context_governance.state.made import MadeMessages
-from langchain_context_governance.state.record import HistoryDigest
+from langchain_context_governance.state.record import RECORD_READ_ERRORS, HistoryDigest
 
 # A group's repair: its messages (a head and the tool results after it) and whether a call
 # id was declared before the group, to the repaired messages and the changes by pass.
@@ -424,16 +424,7 @@ class RepairStream:
             if digest.hexdigest() != data["digest"]:
                 return False
             self._take_up(data, history)
-        # A record nested too deep to read (RecursionError) is unreadable as any other.
-        except (
-            KeyError,
-            TypeError,
-            ValueError,
-            AttributeError,
-            IndexError,
-            OverflowError,
-            RecursionError,
-        ):
+        except RECORD_READ_ERRORS:
             self.start_over()
             return False
         self._read = read
