@@ -30,13 +30,13 @@ from langchain_context_governance.anthropic_messages import legal_prefill
 from langchain_context_governance.demo import DEFAULT_WINDOW_TOKENS, run_demo_in_terminal
 from langchain_context_governance.governor import ContextGovernor
 from langchain_context_governance.model_settings import chat_model_from_string
+from langchain_context_governance.policy.compaction import DEFAULT_KEEP_RECENT
 from langchain_context_governance.report import GovernanceReport
 from langchain_context_governance.rules.templates import (
     ChatTemplateLimitExceeded,
     rules_for_chat_template,
 )
 from langchain_context_governance.rules.validate import PROVIDERS, Violation, validate_messages
-from langchain_context_governance.state.cache_aware import DEFAULT_KEEP_RECENT
 from langchain_context_governance.tokens.counter import COUNTER_NAMES
 from langchain_context_governance.tokens.encodings import encoding_name_for_model
 from langchain_context_governance.tracing import report_as_dict

@@ -43,7 +43,6 @@ from langchain_context_governance.offload import (
     store_in_run,
 )
 from langchain_context_governance.offload.tool import page_characters_for
-from langchain_context_governance.passes.microcompact import ResultCompaction
 from langchain_context_governance.pipeline import MIN_SUMMARY_TOKENS, Call, Pipeline, report_of
 from langchain_context_governance.report import GovernanceReport, GovernanceResult, GovernorInput
 from langchain_context_governance.rules.continued import ContinuedRepair
@@ -167,14 +166,8 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
             budget=budget,
             counter=counter,
             profile=resolve_profile(self.provider, chat_template=self.chat_template),
-            compaction=ResultCompaction(
-                compactable_tools=self.compactable_tools,
-                exclude_tools=self.exclude_tools,
-                placeholder=self.placeholder,
-            ),
+            compaction=self.result_compaction(),
             compaction_mode=self.compaction,
-            keep_recent=self.keep_recent,
-            min_chars=self.min_chars,
             pin_task=self.pin_task,
             on_over_budget=self.on_over_budget,
             summarizes=self.summary_model is not None,
@@ -227,8 +220,6 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
             counter=pipeline.counter,
             high_watermark=self.high_watermark,
             low_watermark=self.low_watermark,
-            keep_recent=self.keep_recent,
-            min_chars=self.min_chars,
             compaction=pipeline.compaction,
             pin_task=self.pin_task,
             shared_calibration=shared_calibration(self.calibration_key),

@@ -57,13 +57,13 @@ from langchain_context_governance.passes.alternation import (
     guarantee_user_turn,
 )
 from langchain_context_governance.passes.backfill import backfill_missing_tool_results_with_count
-from langchain_context_governance.passes.microcompact import (
-    ResultCompaction,
-    microcompact_with_count,
-)
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
 from langchain_context_governance.passes.snip import snip_history_with_count
 from langchain_context_governance.passes.truncate import BudgetFit, fit_to_budget
+from langchain_context_governance.policy.compaction import (
+    ResultCompaction,
+    compact_all_but_newest,
+)
 from langchain_context_governance.report import GovernanceReport
 from langchain_context_governance.rules.profile import Profile
 from langchain_context_governance.state.binding import (
@@ -148,8 +148,6 @@ class Pipeline:
     profile: Profile
     compaction: ResultCompaction
     compaction_mode: str
-    keep_recent: int
-    min_chars: int
     pin_task: bool
     on_over_budget: str
     summarizes: bool
@@ -231,12 +229,8 @@ def compact_and_cut(pipeline: Pipeline, call: Call, *, rules_tokens: int = 0) ->
 def _keep_recent_plan(pipeline: Pipeline, call: Call) -> CompactionPlan:
     """The `compaction="keep_recent"` policy: microcompact, then snip to the budget."""
     assert pipeline.budget is not None and call.read is not None
-    compacted, compacted_count = microcompact_with_count(
-        call.history.to_list(),
-        keep_recent=pipeline.keep_recent,
-        min_chars=pipeline.min_chars,
-        compaction=pipeline.compaction,
-        offload=call.offload,
+    compacted, compacted_count = compact_all_but_newest(
+        call.history.to_list(), pipeline.compaction, offload=call.offload
     )
     calibration = pipeline.calibration_for(None, call.overflows)
     snipped, removed = snip_history_with_count(
@@ -322,7 +316,6 @@ def last_resort(pipeline: Pipeline, call: Call) -> None:
         max_tokens=max(calibration.limit(budget), 1),
         counter=pipeline.counter,
         tools_tokens=call.fixed_tokens - pipeline.counter.request_overhead,
-        min_chars=pipeline.min_chars,
         compaction=pipeline.compaction,
         pin_task=pipeline.pin_task,
         offload=call.offload,

@@ -27,15 +27,15 @@ from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from langchain_context_governance.passes.microcompact import (
+from langchain_context_governance.policy.compaction import (
+    DEFAULT_KEEP_RECENT,
+    DEFAULT_MIN_CHARS,
     DEFAULT_PLACEHOLDER,
-    validate_microcompact_settings,
-    validate_placeholder,
+    ResultCompaction,
 )
 from langchain_context_governance.rules.validate import PROVIDERS
 from langchain_context_governance.state.cache_aware import (
     DEFAULT_HIGH_WATERMARK,
-    DEFAULT_KEEP_RECENT,
     DEFAULT_LOW_WATERMARK,
     validate_watermarks,
 )
@@ -100,7 +100,7 @@ class GovernorSettings(BaseModel):
     `cache_aware`, results that arrive after a step stay whole until the next one; with
     `keep_recent`, on every call)."""
 
-    min_chars: int = 500
+    min_chars: int = DEFAULT_MIN_CHARS
     """Results shorter than this many characters are never compacted."""
 
     compactable_tools: frozenset[str] | None = None
@@ -203,6 +203,16 @@ class GovernorSettings(BaseModel):
         ]
         return min(budgets) if budgets else None
 
+    def result_compaction(self) -> ResultCompaction:
+        """The compaction settings as the policy reads them (validated on the way)."""
+        return ResultCompaction(
+            keep_recent=self.keep_recent,
+            min_chars=self.min_chars,
+            compactable_tools=self.compactable_tools,
+            exclude_tools=self.exclude_tools,
+            placeholder=self.placeholder,
+        )
+
     def _window_budget(self) -> int | None:
         if self.context_window_tokens is None:
             return None
@@ -239,8 +249,7 @@ def validate_settings(settings: GovernorSettings) -> None:
     validate_watermarks(
         high_watermark=settings.high_watermark, low_watermark=settings.low_watermark
     )
-    validate_microcompact_settings(keep_recent=settings.keep_recent, min_chars=settings.min_chars)
-    validate_placeholder(settings.placeholder)
+    settings.result_compaction()
     _validate_summary(settings)
     _validate_tools(settings.tools)
     store = settings.store

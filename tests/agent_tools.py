@@ -20,7 +20,7 @@ from langchain_core.tools import BaseTool, tool
 
 from langchain_context_governance import ContextGovernor, GovernanceReport, GovernanceResult
 from langchain_context_governance._added import user_parts
-from langchain_context_governance.passes.microcompact import compacted_placeholder
+from langchain_context_governance.policy.compaction import compacted_placeholder
 from langchain_context_governance.rules.validate import validate_messages
 from langchain_context_governance.testing import ScriptedChatModel
 

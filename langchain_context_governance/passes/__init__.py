@@ -6,14 +6,14 @@ from langchain_context_governance.passes.backfill import (
     BACKFILL_CONTENT,
     backfill_missing_tool_results,
 )
-from langchain_context_governance.passes.microcompact import (
-    DEFAULT_COMPACTABLE_TOOLS,
-    DEFAULT_PLACEHOLDER,
-    microcompact,
-)
+from langchain_context_governance.passes.microcompact import microcompact
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results
 from langchain_context_governance.passes.snip import snip_history
 from langchain_context_governance.passes.truncate import truncate_oversized_messages
+from langchain_context_governance.policy.compaction import (
+    DEFAULT_COMPACTABLE_TOOLS,
+    DEFAULT_PLACEHOLDER,
+)
 
 __all__ = [
     "BACKFILL_CONTENT",

@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 
 from langchain_context_governance._added import (
@@ -55,11 +55,13 @@ from langchain_context_governance.offload.items import (
 from langchain_context_governance.offload.kept import READ_CONTEXT, Offload, read_call
 from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
-from langchain_context_governance.passes.microcompact import (
+from langchain_context_governance.policy.compaction import (
+    DEFAULT_MIN_CHARS,
     DEFAULT_PLACEHOLDER,
     ResultCompaction,
     compact_tool_result,
-    validate_microcompact_settings,
+    result_tool_name,
+    results_of_the_newest_call,
 )
 from langchain_context_governance.tokens.counter import (
     MessageTokenCounter,
@@ -253,18 +255,6 @@ def _grown_to_fit(
     return copy
 
 
-def _newest_call_results(messages: list[BaseMessage]) -> set[int]:
-    """Indexes of the results that answer the newest assistant message."""
-    newest: set[int] = set()
-    index = len(messages) - 1
-    while index >= 0 and isinstance(messages[index], ToolMessage):
-        newest.add(index)
-        index -= 1
-    if index >= 0 and isinstance(messages[index], AIMessage):
-        return newest
-    return set()
-
-
 def _compact_until_within(
     messages: list[BaseMessage],
     tokens: list[int],
@@ -272,13 +262,13 @@ def _compact_until_within(
     budget: int,
     fixed: int,
     counter: MessageTokenCounter,
-    min_chars: int,
     compaction: ResultCompaction,
     names: dict[str, str],
     keeping: _Keeping | None,
 ) -> list[int]:
-    """Compact results oldest first, in place on the copied list and counts, until it fits."""
-    spared = _newest_call_results(messages)
+    """Compact results oldest first, in place on the copied list and counts, until it
+    fits; even the newest `keep_recent`, but never the newest call's results."""
+    spared = results_of_the_newest_call(messages)
     total = fixed + sum(tokens)
     compacted: list[int] = []
     for index, message in enumerate(messages):
@@ -286,14 +276,13 @@ def _compact_until_within(
             break
         if not isinstance(message, ToolMessage) or index in spared:
             continue
-        name = message.name or names.get(message.tool_call_id, "")
+        name = result_tool_name(message, names)
         if not compaction.applies_to(name):
             continue
         copy = compact_tool_result(
             message,
             name,
-            min_chars=min_chars,
-            compaction=compaction,
+            compaction,
             offload=None if keeping is None else keeping.offload,
             args=None if keeping is None else keeping.args_of(message),
         )
@@ -323,7 +312,6 @@ def fit_to_budget(
     max_tokens: int,
     counter: MessageTokenCounter,
     tools_tokens: int = 0,
-    min_chars: int = 500,
     compaction: ResultCompaction | None = None,
     pin_task: bool = True,
     offload: Offload | None = None,
@@ -351,7 +339,6 @@ def fit_to_budget(
         budget=max_tokens,
         fixed=fixed,
         counter=counter,
-        min_chars=min_chars,
         compaction=rules,
         names=names,
         keeping=keeping,
@@ -384,7 +371,7 @@ def _pieces(
     pin_task: bool,
 ) -> list[_Piece]:
     """What may be cut, each with its protection class."""
-    newest = _newest_call_results(messages)
+    newest = results_of_the_newest_call(messages)
     first_turn = next(
         (i for i, message in enumerate(messages) if not isinstance(message, SystemMessage)), None
     )
@@ -395,7 +382,7 @@ def _pieces(
             tier = REST
             if index in newest:
                 tier = CURRENT_RESULT
-            elif _tool_name(message, names) in compaction.exclude_tools:
+            elif compaction.is_excluded(result_tool_name(message, names)):
                 tier = EXCLUDED_RESULT
             pieces.append(_Piece(index, None, tier, tokens[index]))
         elif isinstance(message, HumanMessage):
@@ -514,9 +501,7 @@ class _Keeping:
 
 
 def _tool_name(message: BaseMessage, names: dict[str, str]) -> str:
-    if isinstance(message, ToolMessage):
-        return message.name or names.get(message.tool_call_id, "")
-    return ""
+    return result_tool_name(message, names) if isinstance(message, ToolMessage) else ""
 
 
 @runnable_when_called_without_messages
@@ -526,7 +511,7 @@ def truncate_oversized_messages(
     max_tokens: int,
     token_counter: TokenCounterSpec = "approximate",
     tools: Sequence[Any] | None = None,
-    min_chars: int = 500,
+    min_chars: int = DEFAULT_MIN_CHARS,
     compactable_tools: Collection[str] | None = None,
     exclude_tools: Collection[str] = (),
     placeholder: str = DEFAULT_PLACEHOLDER,
@@ -557,19 +542,19 @@ def truncate_oversized_messages(
         True
     """
     validate_max_tokens(max_tokens)
-    validate_microcompact_settings(keep_recent=0, min_chars=min_chars)
+    compaction = ResultCompaction(
+        min_chars=min_chars,
+        compactable_tools=compactable_tools,
+        exclude_tools=exclude_tools,
+        placeholder=placeholder,
+    )
     counter = get_token_counter(token_counter)
     fit = fit_to_budget(
         as_message_list(messages),
         max_tokens=max_tokens,
         counter=counter,
         tools_tokens=counter.count_tools(tools),
-        min_chars=min_chars,
-        compaction=ResultCompaction(
-            compactable_tools=compactable_tools,
-            exclude_tools=exclude_tools,
-            placeholder=placeholder,
-        ),
+        compaction=compaction,
         pin_task=pin_task,
     )
     return list(fit.messages)

@@ -93,22 +93,22 @@ from langchain_context_governance.offload.kept import (
     Offload,
     handle_line,
     is_read_call,
-    offloaded_handle,
     read_call,
 )
 from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
-from langchain_context_governance.passes.microcompact import (
-    DEFAULT_PLACEHOLDER,
-    ResultCompaction,
-    offloaded_result,
-    validate_microcompact_settings,
-)
 from langchain_context_governance.passes.snip import (
     TRUNCATED_AT_LEAST,
     group_start,
     is_task_candidate,
     pinned_task_copy,
+)
+from langchain_context_governance.policy.compaction import (
+    DEFAULT_KEEP_RECENT,
+    DEFAULT_MIN_CHARS,
+    DEFAULT_PLACEHOLDER,
+    ResultCompaction,
+    offloaded_result,
 )
 from langchain_context_governance.policy.note import (
     cut_note,
@@ -145,12 +145,6 @@ from langchain_context_governance.tokens.counter import (
 # 0.5 goes over them (94.7%, 0.626).
 DEFAULT_HIGH_WATERMARK = 1.0
 DEFAULT_LOW_WATERMARK = 0.3
-# Newest compactable results a batch leaves whole. The batch happens only when the high
-# watermark is crossed, and results that arrive after it stay whole until the next one, so
-# a small number costs the model little; 3 instead of 10 compacts enough in one batch that
-# cuts are rarer: hit ratio 94.3% against 93.4% on the real runs, 96.0% against 94.0% on
-# the loop's worst seed, and cost 0.58x against 0.61x ClearToolUsesEdit (low watermark 0.2).
-DEFAULT_KEEP_RECENT = 3
 
 # The note a cut's request sends (`CacheAwareReplay._note_variant`): with the summary, with
 # the values (with offload: the lines naming what is kept), with offload the call that
@@ -800,8 +794,6 @@ class CacheAwareReplay:
         counter: MessageTokenCounter,
         high_watermark: float = DEFAULT_HIGH_WATERMARK,
         low_watermark: float = DEFAULT_LOW_WATERMARK,
-        keep_recent: int = DEFAULT_KEEP_RECENT,
-        min_chars: int = 500,
         compaction: ResultCompaction | None = None,
         pin_task: bool = True,
         shared_calibration: SharedCalibration | None = None,
@@ -809,13 +801,10 @@ class CacheAwareReplay:
         """`shared_calibration`: the model's default, used until the history reports a size."""
         validate_max_tokens(max_tokens)
         validate_watermarks(high_watermark=high_watermark, low_watermark=low_watermark)
-        validate_microcompact_settings(keep_recent=keep_recent, min_chars=min_chars)
         self._counter = counter
         self._fixed = 0
         self._high_share = high_watermark
         self._low_share = low_watermark
-        self._keep_recent = keep_recent
-        self._min_chars = min_chars
         self._compaction = compaction if compaction is not None else ResultCompaction()
         self._pin_task = pin_task
         self._max_tokens = max_tokens
@@ -1184,16 +1173,10 @@ class CacheAwareReplay:
         self, history: Sequence[BaseMessage], message: ToolMessage, index: int
     ) -> None:
         name = message.name or _called_tool(history, index, message.tool_call_id)
-        if name in self._compaction.exclude_tools:
+        if self._compaction.is_excluded(name):
             self._replay.excluded.append(index)
             return
-        if not self._compaction.applies_to(name):
-            return
-        if content_text_length(message.content) < self._min_chars:
-            return
-        if message.content == self._compaction.placeholder_for(name):
-            return
-        if offloaded_handle(message) is not None:
+        if not self._compaction.may_compact(message, name):
             return
         self._replay.compactable.append(index)
         self._replay.compactable_names[index] = name
@@ -1453,7 +1436,7 @@ class CacheAwareReplay:
     def _compaction_limit(self, end: int) -> int:
         """How many of the compactable results before `end` may be compacted."""
         available = bisect.bisect_left(self._replay.compactable, end)
-        return max(available - self._keep_recent, 0)
+        return self._compaction.compactable_count(available)
 
     def _compact_oldest(
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int, low: int
@@ -2444,7 +2427,7 @@ def compact_in_batches(
     high_watermark: float = DEFAULT_HIGH_WATERMARK,
     low_watermark: float = DEFAULT_LOW_WATERMARK,
     keep_recent: int = DEFAULT_KEEP_RECENT,
-    min_chars: int = 500,
+    min_chars: int = DEFAULT_MIN_CHARS,
     compactable_tools: Collection[str] | None = None,
     exclude_tools: Collection[str] = (),
     placeholder: str = DEFAULT_PLACEHOLDER,
@@ -2486,9 +2469,9 @@ def compact_in_batches(
         counter=counter,
         high_watermark=high_watermark,
         low_watermark=low_watermark,
-        keep_recent=keep_recent,
-        min_chars=min_chars,
         compaction=ResultCompaction(
+            keep_recent=keep_recent,
+            min_chars=min_chars,
             compactable_tools=compactable_tools,
             exclude_tools=exclude_tools,
             placeholder=placeholder,

@@ -13,7 +13,7 @@ from langchain_context_governance import (
     validate_messages,
 )
 from langchain_context_governance._added import added_kind
-from langchain_context_governance.passes.microcompact import compacted_placeholder
+from langchain_context_governance.policy.compaction import compacted_placeholder
 from langchain_context_governance.policy.note import cut_data
 from langchain_context_governance.testing import ScriptedChatModel
 from tests.builders import ai_calls, block_texts, call, result, tool_loop

@@ -20,7 +20,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from langchain_context_governance import ContextGovernor, validate_messages
 from langchain_context_governance._added import USER_PART, user_parts
-from langchain_context_governance.passes.microcompact import compacted_placeholder
+from langchain_context_governance.policy.compaction import compacted_placeholder
 from langchain_context_governance.tracing import report_as_dict
 from tests.agent_tools import (
     agent_model,

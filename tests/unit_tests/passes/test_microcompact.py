@@ -3,7 +3,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable
 
 from langchain_context_governance import DEFAULT_COMPACTABLE_TOOLS, microcompact
-from langchain_context_governance.passes.microcompact import compacted_placeholder
+from langchain_context_governance.policy.compaction import compacted_placeholder
 from tests.builders import ai_calls, call, result, tool_loop
 
 

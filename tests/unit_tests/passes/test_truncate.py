@@ -4,7 +4,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.runnables import Runnable
 
 from langchain_context_governance import get_token_counter, truncate_oversized_messages
-from langchain_context_governance.passes.microcompact import compacted_placeholder
+from langchain_context_governance.policy.compaction import compacted_placeholder
 from tests.builders import ai_calls, call, result
 
 COUNTER = get_token_counter("approximate")

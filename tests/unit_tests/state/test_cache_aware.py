@@ -4,7 +4,11 @@ from langchain_core.runnables import Runnable
 
 from langchain_context_governance import ContextGovernor, get_token_counter
 from langchain_context_governance._added import added_kind, user_parts
-from langchain_context_governance.passes.microcompact import compacted_placeholder
+from langchain_context_governance.policy.compaction import (
+    DEFAULT_KEEP_RECENT,
+    ResultCompaction,
+    compacted_placeholder,
+)
 from langchain_context_governance.policy.note import cut_note
 from langchain_context_governance.state.cache_aware import CacheAwareReplay, compact_in_batches
 from tests.builders import ai_calls, block_texts, call, result, tool_loop
@@ -12,8 +16,11 @@ from tests.builders import ai_calls, block_texts, call, result, tool_loop
 COUNTER = get_token_counter("approximate")
 
 
-def replay(max_tokens=6_000, **settings):
-    return CacheAwareReplay(max_tokens=max_tokens, counter=COUNTER, **settings)
+def replay(max_tokens=6_000, keep_recent=DEFAULT_KEEP_RECENT, **settings):
+    compaction = ResultCompaction(keep_recent=keep_recent)
+    return CacheAwareReplay(
+        max_tokens=max_tokens, counter=COUNTER, compaction=compaction, **settings
+    )
 
 
 def is_placeholder(message):

@@ -9,6 +9,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from langchain_context_governance import ContextGovernor, get_token_counter
 from langchain_context_governance._added import added_kind, user_parts
+from langchain_context_governance.policy.compaction import ResultCompaction
 from langchain_context_governance.state.cache_aware import (
     EARLIER_USERS_SHARE,
     KEPT_EARLIER_USER,
@@ -44,7 +45,9 @@ def lookups(count: int, *, size: int = 1_200) -> list[BaseMessage]:
 
 
 def test_the_note_lists_the_values_the_cut_left_out_until_the_next_cut() -> None:
-    replay = CacheAwareReplay(max_tokens=4_000, counter=COUNTER, min_chars=100_000)
+    replay = CacheAwareReplay(
+        max_tokens=4_000, counter=COUNTER, compaction=ResultCompaction(min_chars=100_000)
+    )
     history = lookups(60)
     notes = []
     for end in range(4, len(history) + 1, 2):
