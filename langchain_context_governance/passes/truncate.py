@@ -15,9 +15,9 @@ pass runs on the finished request and only where it is still over budget:
    largest step of a fixed ladder (80% of the budget, 64%, ...) that makes the request
    fit, so the same oversized message is cut the same way on every call while the rest
    of the request leaves room for it, and the provider's prompt cache keeps it. What
-   may be cut grows by protection class until the request fits: first the rest (older
-   results and user messages), then results of excluded tools, then the task, then the
-   newest call's results, and the current user message last of all. A user message
+   may be cut grows by protection class (`policy/protection.py`) until the request fits:
+   first older results, then earlier user messages, then results of excluded tools, then
+   the task, then the newest call's results, and the current user message last of all. A user message
    joined from several turns (see `_added.py`) is cut turn by turn, so the task's words
    can give way while the latest request's stay whole; what governance added is never cut.
 
@@ -63,6 +63,15 @@ from langchain_context_governance.policy.compaction import (
     result_tool_name,
     results_of_the_newest_call,
 )
+from langchain_context_governance.policy.protection import (
+    CURRENT_TURN,
+    EARLIER_USER,
+    EXCLUDED_TOOL,
+    LATEST_USER,
+    LOWEST_FIRST,
+    REST,
+    TASK,
+)
 from langchain_context_governance.tokens.counter import (
     MessageTokenCounter,
     TokenCounterSpec,
@@ -103,9 +112,9 @@ KEPT_USER_MESSAGE_MARKER = (
 )
 
 
-# Protection classes of what the last resort may cut, lowest first: each gives way before
-# the next one is touched.
-REST, EXCLUDED_RESULT, TASK, CURRENT_RESULT, CURRENT_USER = range(5)
+# The protection classes the last resort cuts, lowest first (policy/protection.py): each
+# gives way before the next one is touched; the system messages are never cut.
+_CUTTABLE = LOWEST_FIRST[: LOWEST_FIRST.index(LATEST_USER) + 1]
 
 
 @dataclass(frozen=True)
@@ -128,6 +137,7 @@ class _Piece:
     index: int
     part: int | None
     tier: int
+    """The rank of its protection class in `LOWEST_FIRST`."""
     tokens: int
 
 
@@ -346,9 +356,9 @@ def fit_to_budget(
     if fixed + sum(tokens) <= max_tokens:
         return BudgetFit(output, fixed + sum(tokens), tuple(compacted), (), True)
     pieces = _pieces(output, tokens, counter, rules, names, pin_task=pin_task)
-    for tier in range(REST, CURRENT_USER + 1):
+    for tier in range(len(_CUTTABLE)):
         cuttable = [piece for piece in pieces if piece.tier <= tier]
-        if tier > REST and len(cuttable) == len([p for p in pieces if p.tier < tier]):
+        if tier > 0 and len(cuttable) == len([p for p in pieces if p.tier < tier]):
             continue
         fit = _cut_to_ladder(
             output, tokens, cuttable, max_tokens, counter, tools_tokens, names, keeping
@@ -379,26 +389,27 @@ def _pieces(
     pieces: list[_Piece] = []
     for index, message in enumerate(messages):
         if isinstance(message, ToolMessage) and content_text_length(message.content) > 0:
-            tier = REST
+            protection = REST
             if index in newest:
-                tier = CURRENT_RESULT
+                protection = CURRENT_TURN
             elif compaction.is_excluded(result_tool_name(message, names)):
-                tier = EXCLUDED_RESULT
-            pieces.append(_Piece(index, None, tier, tokens[index]))
+                protection = EXCLUDED_TOOL
+            pieces.append(_Piece(index, None, _CUTTABLE.index(protection), tokens[index]))
         elif isinstance(message, HumanMessage):
             parts = user_parts(message)
             first_user_part = True
             for number, (blocks, kind) in enumerate(parts):
                 if kind != USER_PART or not content_text_length(blocks):
                     continue
-                tier = TASK if pin_task and index == first_turn and first_user_part else REST
+                is_task = pin_task and index == first_turn and first_user_part
+                tier = _CUTTABLE.index(TASK if is_task else EARLIER_USER)
                 first_user_part = False
                 part_tokens = tokens[index] if len(parts) == 1 else _part_tokens(blocks, counter)
                 pieces.append(_Piece(index, number if len(parts) > 1 else None, tier, part_tokens))
                 current_user = (index, len(pieces) - 1)
     if current_user is not None:
         position = current_user[1]
-        pieces[position] = replace(pieces[position], tier=CURRENT_USER)
+        pieces[position] = replace(pieces[position], tier=_CUTTABLE.index(LATEST_USER))
     return pieces
 
 
@@ -435,7 +446,9 @@ def _cut_to_ladder(
                 (),
                 tuple(sorted({piece.index for piece in over})),
                 True,
-                current_turn_truncated=any(piece.tier >= CURRENT_RESULT for piece in over),
+                current_turn_truncated=any(
+                    piece.tier >= _CUTTABLE.index(CURRENT_TURN) for piece in over
+                ),
             )
     total = counter.count_messages(cut) + tools_tokens
     return BudgetFit(cut, total, (), (), False)
@@ -524,7 +537,8 @@ def truncate_oversized_messages(
     long) become `placeholder`, oldest first, all but the newest call's; then the text
     of the largest tool results and user messages is cut to a head and a tail around a
     marker that says how many characters were cut and how to see them, lowest protection
-    class first: older results and user messages, then results of `exclude_tools`, then
+    class first: older results, then earlier user messages, then results of
+    `exclude_tools`, then
     the task (with `pin_task`, the first user message after the system messages), then
     the newest call's results, and the latest user message last. Images, tool
     calls and their pairing stay as they are. Where even that cannot fit (the system

@@ -119,6 +119,14 @@ from langchain_context_governance.policy.note import (
     values_of,
     values_text,
 )
+from langchain_context_governance.policy.protection import (
+    CURRENT_TURN,
+    EARLIER_USER,
+    EXCLUDED_TOOL,
+    LATEST_USER,
+    SYSTEM,
+    TASK,
+)
 from langchain_context_governance.state.binding import LeftOut
 from langchain_context_governance.state.made import MadeMessages
 from langchain_context_governance.state.record import RECORD_READ_ERRORS, leading_equal
@@ -155,13 +163,6 @@ _NOTE_SUMMARY, _NOTE_VALUES, _NOTE_KEPT, _NOTE_PLAIN, _NOTE_NONE = range(5)
 # and its data turn (`_added.py`), in a request governed again.
 _OUTSIDE_THE_CONVERSATION = frozenset({"cut-note", "cut-data"})
 
-# Protection classes named in the report: why a message before the cut was still sent.
-KEPT_SYSTEM = "system"
-KEPT_TASK = "task"
-KEPT_CURRENT_TURN = "current-turn"
-KEPT_LATEST_USER = "latest-user"
-KEPT_EXCLUDED_TOOL = "excluded-tool"
-KEPT_EARLIER_USER = "earlier-user"
 
 # Share of the room history has that a cut reserves for the values of the messages it
 # leaves out, listed in the data turn after its note (policy/note.py). Chosen with the
@@ -323,14 +324,14 @@ class _Decisions:
     def keep(self, group: _KeptGroup) -> None:
         self.kept_groups = (*self.kept_groups, group)
         self.kept_tokens += group.tokens
-        if group.why == KEPT_EXCLUDED_TOOL:
+        if group.why == EXCLUDED_TOOL:
             self.kept_excluded_tokens += group.tokens
         self.kept_messages += group.stop - group.start
 
     def give_up(self, group: _KeptGroup) -> None:
         self.kept_groups = tuple(kept for kept in self.kept_groups if kept is not group)
         self.kept_tokens -= group.tokens
-        if group.why == KEPT_EXCLUDED_TOOL:
+        if group.why == EXCLUDED_TOOL:
             self.kept_excluded_tokens -= group.tokens
         self.kept_messages -= group.stop - group.start
 
@@ -695,7 +696,7 @@ def _restored_decisions(data: Mapping[str, Any], replay: _Replay, known: int) ->
         )
         and decisions.kept_tokens == sum(group.tokens for group in groups)
         and decisions.kept_excluded_tokens
-        == sum(group.tokens for group in groups if group.why == KEPT_EXCLUDED_TOOL)
+        == sum(group.tokens for group in groups if group.why == EXCLUDED_TOOL)
         and decisions.kept_messages == sum(group.stop - group.start for group in groups)
         and decisions.pinned_kept
         == (decisions.pinned is not None and any(g.start == decisions.pinned for g in groups))
@@ -724,8 +725,8 @@ def _restored_kept_groups(data: Any, replay: _Replay, cut: int) -> tuple[_KeptGr
         first_excluded = bisect.bisect_left(excluded, group.start)
         of_its_class = (
             group.start in users
-            if why == KEPT_EARLIER_USER
-            else why == KEPT_EXCLUDED_TOOL
+            if why == EARLIER_USER
+            else why == EXCLUDED_TOOL
             and first_excluded < len(excluded)
             and excluded[first_excluded] < group.stop
         )
@@ -1576,7 +1577,7 @@ class CacheAwareReplay:
             )
             decisions.history_tokens -= cost
             if self._is_earlier_user(history[start], start):
-                decisions.keep(_KeptGroup(start, stop, cost, KEPT_EARLIER_USER))
+                decisions.keep(_KeptGroup(start, stop, cost, EARLIER_USER))
             for index in range(start, stop):
                 message = history[index]
                 if isinstance(message, HumanMessage) and added_kind(message) is None:
@@ -1598,9 +1599,9 @@ class CacheAwareReplay:
         later call where it fits that way (the current turn moved on) takes it back, within
         the same limit (taken back up to the budget, the next call would give way again).
         """
-        before = {g.start for g in decisions.kept_groups if g.why == KEPT_EXCLUDED_TOOL}
+        before = {g.start for g in decisions.kept_groups if g.why == EXCLUDED_TOOL}
         gave_way_before = decisions.readmit_tokens > 0
-        for group in [g for g in decisions.kept_groups if g.why == KEPT_EXCLUDED_TOOL]:
+        for group in [g for g in decisions.kept_groups if g.why == EXCLUDED_TOOL]:
             decisions.give_up(group)
         base, _ = self._room(history, decisions, end=end)
         calibration = self._calibration(decisions)
@@ -1639,7 +1640,7 @@ class CacheAwareReplay:
             stop = _group_end(history, start, decisions.cut)
             position = bisect.bisect_left(excluded, start) - 1
             cost = sum(self._cost(history, decisions, index) for index in range(start, stop))
-            yield _KeptGroup(start, stop, cost, KEPT_EXCLUDED_TOOL)
+            yield _KeptGroup(start, stop, cost, EXCLUDED_TOOL)
 
     def _earlier_users_give_way(
         self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int, low: int
@@ -1658,7 +1659,7 @@ class CacheAwareReplay:
         target = self._max_tokens if rest >= high else max(low, (rest + high) // 2)
         target = target if total > high else total
         while users > share or self._corrected_total(decisions) > target:
-            oldest = next((g for g in decisions.kept_groups if g.why == KEPT_EARLIER_USER), None)
+            oldest = next((g for g in decisions.kept_groups if g.why == EARLIER_USER), None)
             if oldest is None:
                 break
             decisions.give_up(oldest)
@@ -2024,16 +2025,16 @@ class CacheAwareReplay:
             users = replay.users
             first_after = bisect.bisect_left(users, start)
             current = first_after >= len(users) or users[first_after] >= end
-            why = KEPT_CURRENT_TURN if current else KEPT_LATEST_USER
+            why = CURRENT_TURN if current else LATEST_USER
             pins.append((decisions.pinned, decisions.pinned + 1, why))
         pins.sort()
         for index in replay.system_indices:
             if index >= start:
                 break
-            kept.append((index, KEPT_SYSTEM))
+            kept.append((index, SYSTEM))
         if decisions.task_pinned:
             assert replay.task is not None
-            kept.append((replay.task, KEPT_TASK))
+            kept.append((replay.task, TASK))
         kept.extend(
             (index, why)
             for pin_start, pin_stop, why in pins

@@ -4,7 +4,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.runnables import Runnable
 
 from langchain_context_governance import get_token_counter, truncate_oversized_messages
-from langchain_context_governance.policy.compaction import compacted_placeholder
+from langchain_context_governance.passes.truncate import fit_to_budget
+from langchain_context_governance.policy.compaction import ResultCompaction, compacted_placeholder
 from tests.builders import ai_calls, call, result
 
 COUNTER = get_token_counter("approximate")
@@ -158,3 +159,26 @@ def test_a_densely_tokenized_message_too_large_to_count_exactly_is_cut_to_fill_i
 
     assert 0.9 * 5_000 <= exact.count_message(cut) <= 5_000
     assert truncate_message(message, 5_000, counter, tool_name="read_file") == cut
+
+
+def test_an_earlier_user_message_is_cut_only_after_the_older_results() -> None:
+    """The user's words give way after the other text of the same age (fidelity)."""
+    earlier = HumanMessage("context: " + "the spec says " * 600)
+    history = [
+        HumanMessage("task"),
+        ai_calls(call("c1")),
+        result("c1", "log line\n" * 2_500),
+        earlier,
+        AIMessage("noted"),
+        HumanMessage("now fix it"),
+        ai_calls(call("c2")),
+        result("c2", "ok"),
+    ]
+    fit = fit_to_budget(
+        history,
+        max_tokens=3_000,
+        counter=get_token_counter("approximate"),
+        compaction=ResultCompaction(compactable_tools=frozenset()),
+    )
+    assert fit.within_budget and fit.truncated == (2,)
+    assert fit.messages[3] is earlier

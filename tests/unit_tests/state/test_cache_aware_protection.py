@@ -10,11 +10,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_context_governance import ContextGovernor, get_token_counter
 from langchain_context_governance._added import added_kind, user_parts
 from langchain_context_governance.policy.compaction import ResultCompaction
-from langchain_context_governance.state.cache_aware import (
-    EARLIER_USERS_SHARE,
-    KEPT_EARLIER_USER,
-    CacheAwareReplay,
-)
+from langchain_context_governance.policy.protection import EARLIER_USER
+from langchain_context_governance.state.cache_aware import EARLIER_USERS_SHARE, CacheAwareReplay
 from tests.builders import ai_calls, block_texts, call, result
 
 COUNTER = get_token_counter("approximate")
@@ -138,7 +135,7 @@ def test_earlier_user_messages_take_at_most_their_share_of_the_room() -> None:
             AIMessage(f"Answer {n}."),
         ]
     plan = replay.plan(history)
-    kept_users = [index for index, why in plan.kept if why == KEPT_EARLIER_USER]
+    kept_users = [index for index, why in plan.kept if why == EARLIER_USER]
     assert plan.omitted > 0
     room = budget - COUNTER.count_messages(history[:2])
     assert sum(COUNTER.count_message(history[i]) for i in kept_users) <= EARLIER_USERS_SHARE * room
