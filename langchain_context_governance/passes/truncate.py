@@ -17,9 +17,10 @@ pass runs on the finished request and only where it is still over budget:
    of the request leaves room for it, and the provider's prompt cache keeps it. What
    may be cut grows by protection class (`policy/protection.py`) until the request fits:
    first older results, then earlier user messages, then results of excluded tools, then
-   the task, then the newest call's results, and the current user message last of all. A user message
-   joined from several turns (see `_added.py`) is cut turn by turn, so the task's words
-   can give way while the latest request's stay whole; what governance added is never cut.
+   the task, then the newest call's results, and the current user message last of all.
+   A user message joined from several turns (see `_added.py`) is cut turn by turn, so
+   the task's words can give way while the latest request's stay whole; what governance
+   added is never cut.
 
 Only text is cut: images and other blocks, tool-call ids and the pairing of calls and
 results stay as they are. The result is a pure function of the request and the settings.
