@@ -319,6 +319,40 @@ def tool_names_by_call_id(messages: Sequence[BaseMessage]) -> dict[str, str]:
     return names
 
 
+def group_start(messages: Sequence[BaseMessage], end: int) -> int:
+    """Start of the group that ends just before `end`.
+
+    A group is an assistant message together with the tool results that directly
+    follow it, or any other single message. Tool results with no assistant message
+    in front of them form a group of their own.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> call = {"name": "ls", "args": {}, "id": "c1"}
+        >>> history = [HumanMessage("go"), AIMessage("", tool_calls=[call]),
+        ...            ToolMessage("a", tool_call_id="c1")]
+        >>> group_start(history, 3), group_end(history, 1, 3)
+        (1, 3)
+    """
+    start = end - 1
+    if not isinstance(messages[start], ToolMessage):
+        return start
+    while start > 0 and isinstance(messages[start - 1], ToolMessage):
+        start -= 1
+    if start > 0 and isinstance(messages[start - 1], AIMessage):
+        return start - 1
+    return start
+
+
+def group_end(messages: Sequence[BaseMessage], start: int, end: int) -> int:
+    """End (before `end`) of the group that begins at `start` (see `group_start`)."""
+    stop = start + 1
+    if isinstance(messages[start], (AIMessage, ToolMessage)):
+        while stop < end and isinstance(messages[stop], ToolMessage):
+            stop += 1
+    return stop
+
+
 def content_text(content: str | list[str | dict[str, Any]]) -> str:
     """The text of a message content: its string, or its text blocks joined by lines.
 

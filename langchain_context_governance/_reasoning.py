@@ -57,6 +57,9 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from langchain_context_governance._added import added_kind
+from langchain_context_governance._messages import declared_tool_call_ids
+
 __all__ = [
     "GEMINI_SIGNATURES_KEY",
     "OPENAI_FUNCTION_CALL_IDS_KEY",
@@ -297,6 +300,12 @@ def thinking_tool_loop_start(messages: Sequence[BaseMessage], end: int | None = 
     loop: a cut keeps the messages from this index on together, or drops them all
     (`SummarizationMiddleware` cuts inside it, langchain-ai/langchain#34794).
 
+    The user turns governance added (for alternation) do not end the agent's tool loop: a
+    request governed again, in which the provider rules added such turns inside a loop, is
+    cut as its history was. A response without tool calls ends the turn before the loop
+    (the user turn after it opens a new one). An opening whose thinking governance left
+    out (its prefix had changed) still opens a thinking loop, for the same reason.
+
     Example:
         >>> from langchain_core.messages import HumanMessage, ToolMessage
         >>> thinking = {"type": "thinking", "thinking": "Read it.", "signature": "EqQB"}
@@ -307,7 +316,22 @@ def thinking_tool_loop_start(messages: Sequence[BaseMessage], end: int | None = 
         ... )
         1
     """
-    opening = tool_loop_opening(messages, end)
-    if opening is None or not opens_with_thinking(messages[opening]):
+    end = len(messages) if end is None else end
+    first = tool_loop_opening(messages, end)
+    if first is None or not _led_by_thinking(messages[first]):
         return None
-    return opening
+    opening = None
+    for index in range(end - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, HumanMessage) and added_kind(message) != "user-turn":
+            break
+        if isinstance(message, AIMessage):
+            if opening is not None and not declared_tool_call_ids(message):
+                break
+            opening = index
+    return opening if opening is not None and _led_by_thinking(messages[opening]) else None
+
+
+def _led_by_thinking(message: BaseMessage) -> bool:
+    """Whether `message` opens with a thinking block, or did before governance left it out."""
+    return opens_with_thinking(message) or reasoning_left_out(message)

@@ -71,7 +71,11 @@ from langchain_context_governance.state.summary import (
     summary_request,
 )
 from langchain_context_governance.tokens.calibration import Overflow, shared_calibration
-from langchain_context_governance.tokens.counter import MessageTokenCounter, get_token_counter
+from langchain_context_governance.tokens.counter import (
+    APPROXIMATE_CHARS_PER_TOKEN,
+    MessageTokenCounter,
+    get_token_counter,
+)
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run
 
 __all__ = ["ContextGovernor", "GovernanceReport", "GovernanceResult", "GovernorInput"]
@@ -82,7 +86,6 @@ logger = logging.getLogger(__name__)
 # sent whole: it is counted approximately, since the last resort cuts it anyway, and exact
 # tokenizers spend seconds and gigabytes on megabytes of text without whitespace.
 _COUNTED_APPROXIMATELY_ABOVE_BUDGETS = 8
-_CHARS_PER_TOKEN = 4
 
 # Settings that do not change what a request looks like: a record written under other
 # values of these is still read.
@@ -154,7 +157,7 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
             exact_up_to_chars=(
                 None
                 if budget is None
-                else budget * _CHARS_PER_TOKEN * _COUNTED_APPROXIMATELY_ABOVE_BUDGETS
+                else budget * APPROXIMATE_CHARS_PER_TOKEN * _COUNTED_APPROXIMATELY_ABOVE_BUDGETS
             ),
             render_chat_template=(
                 None

@@ -26,6 +26,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, PrivateAttr, field_validator
 
 from langchain_context_governance.rules.validate import PROVIDERS, Violation, validate_messages
+from langchain_context_governance.tokens.counter import APPROXIMATE_CHARS_PER_TOKEN
 
 __all__ = [
     "ContextLengthExceeded",
@@ -35,7 +36,6 @@ __all__ = [
 ]
 
 # The default of count_tokens_approximately, so text and messages are counted alike.
-_CHARS_PER_TOKEN = 4.0
 
 Script = list[AIMessage] | Callable[[list[BaseMessage]], AIMessage]
 """Replies in order, or a function that makes the reply to each request."""
@@ -206,7 +206,7 @@ class ScriptedChatModel(BaseChatModel):
 
     def get_num_tokens(self, text: str) -> int:
         """Tokens of `text` by the same 4-characters-a-token estimate the window uses."""
-        return math.ceil(len(text) / _CHARS_PER_TOKEN)
+        return math.ceil(len(text) / APPROXIMATE_CHARS_PER_TOKEN)
 
     def get_num_tokens_from_messages(
         self, messages: list[BaseMessage], tools: Sequence[Any] | None = None

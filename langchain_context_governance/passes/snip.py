@@ -6,11 +6,11 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 
 from langchain_context_governance._added import added_kind, cut_note_turn, without_added_parts
-from langchain_context_governance._messages import as_message_list
+from langchain_context_governance._messages import as_message_list, group_end, group_start
 from langchain_context_governance._reasoning import thinking_tool_loop_start
 from langchain_context_governance.passes._budget import task_pin_limit, validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
@@ -31,23 +31,6 @@ KEEP_WITHOUT_USER_MESSAGE = 4
 def _named_counter(name: str) -> MessageTokenCounter:
     """One shared counter per counter name, so repeated calls reuse its per-message cache."""
     return get_token_counter(name)
-
-
-def group_start(messages: Sequence[BaseMessage], end: int) -> int:
-    """Start of the group that ends just before `end`.
-
-    A group is an assistant message together with the tool results that directly
-    follow it, or any other single message. Tool results with no assistant message
-    in front of them form a group of their own.
-    """
-    start = end - 1
-    if not isinstance(messages[start], ToolMessage):
-        return start
-    while start > 0 and isinstance(messages[start - 1], ToolMessage):
-        start -= 1
-    if start > 0 and isinstance(messages[start - 1], AIMessage):
-        return start - 1
-    return start
 
 
 def newest_groups_within(
@@ -88,10 +71,7 @@ def _extend_to_group_start(messages: list[BaseMessage], start: int) -> int:
     """Move `start` back so that it does not split an assistant message from its results."""
     if start >= len(messages) or not isinstance(messages[start], ToolMessage):
         return start
-    end = start + 1
-    while end < len(messages) and isinstance(messages[end], ToolMessage):
-        end += 1
-    return group_start(messages, end)
+    return group_start(messages, group_end(messages, start, len(messages)))
 
 
 def _last_user_before(messages: list[BaseMessage], end: int) -> int | None:

@@ -72,15 +72,15 @@ from langchain_context_governance._messages import (
     as_message_list,
     content_text_length,
     declared_tool_call_ids,
+    group_end,
+    group_start,
     iter_declared_tool_calls,
     message_fingerprint,
 )
 from langchain_context_governance._packing import PackedInts, as_count, pack_ints
 from langchain_context_governance._reasoning import (
     carries_bound_reasoning,
-    opens_with_thinking,
-    reasoning_left_out,
-    tool_loop_opening,
+    thinking_tool_loop_start,
 )
 from langchain_context_governance.offload.items import (
     HANDLE_CHARACTERS,
@@ -99,7 +99,6 @@ from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.snip import (
     TRUNCATED_AT_LEAST,
-    group_start,
     is_task_candidate,
     pinned_task_copy,
 )
@@ -139,6 +138,7 @@ from langchain_context_governance.tokens.calibration import (
     reported_input_tokens,
 )
 from langchain_context_governance.tokens.counter import (
+    APPROXIMATE_CHARS_PER_TOKEN,
     MessageTokenCounter,
     TokenCounterSpec,
     get_token_counter,
@@ -404,11 +404,8 @@ class CompactionPlan:
 _JOINED_KEPT = 8
 _NOTES_KEPT = 3
 _NOTE_COUNTS_KEPT = 8
-# Characters a token holds in the approximate count: a first guess at how many characters
-# of values fit the tokens reserved for them, corrected by the counter.
-_CHARS_PER_TOKEN = 4
 # The longest list of values a cut writes (`dropped_values` measures them escaped).
-_MAX_NOTE_VALUES_CHARS = NOTE_VALUES_MAX_TOKENS * _CHARS_PER_TOKEN
+_MAX_NOTE_VALUES_CHARS = NOTE_VALUES_MAX_TOKENS * APPROXIMATE_CHARS_PER_TOKEN
 # Marks a compacted result in a request's fingerprints.
 _COMPACTED = 0x5F3759DF
 # At least what a line of the note's data turn naming a kept message costs (its call).
@@ -1516,7 +1513,7 @@ class CacheAwareReplay:
         newest = group_start(history, end)
         # A tool loop that opens with a thinking block is cut whole or not at all (where
         # an earlier call point cut its opening already, nothing is left to keep whole).
-        loop = _thinking_tool_loop_start(history, end)
+        loop = thinking_tool_loop_start(history, end)
         if loop is not None and loop >= decisions.cut:
             newest = min(newest, loop)
         _, room = self._room(history, decisions, end=end)
@@ -1569,7 +1566,7 @@ class CacheAwareReplay:
         group is left; earlier user messages are kept as they are passed."""
         while decisions.cut < newest and self._corrected_total(decisions) > low:
             start = decisions.cut
-            stop = _group_end(history, start, end)
+            stop = group_end(history, start, end)
             cost = sum(
                 self._cost(history, decisions, index)
                 for index in range(start, stop)
@@ -1637,7 +1634,7 @@ class CacheAwareReplay:
             start = excluded[position]
             while start > 0 and isinstance(history[start], ToolMessage):
                 start -= 1
-            stop = _group_end(history, start, decisions.cut)
+            stop = group_end(history, start, decisions.cut)
             position = bisect.bisect_left(excluded, start) - 1
             cost = sum(self._cost(history, decisions, index) for index in range(start, stop))
             yield _KeptGroup(start, stop, cost, EXCLUDED_TOOL)
@@ -1798,7 +1795,7 @@ class CacheAwareReplay:
         framing = self._data_tokens(decisions, omitted, values_text((("", ("",)),)))
         found = dropped_values(
             left_out(),
-            max_chars=max(reserve - framing, 0) * _CHARS_PER_TOKEN,
+            max_chars=max(reserve - framing, 0) * APPROXIMATE_CHARS_PER_TOKEN,
             shown=shown,
             skip=tool_names,
         )
@@ -2364,34 +2361,6 @@ def _fitting(
     return kept, None
 
 
-def _thinking_tool_loop_start(history: Sequence[BaseMessage], end: int) -> int | None:
-    """`thinking_tool_loop_start`, where the user turns governance added (for alternation)
-    do not end the agent's tool loop: a request governed again, in which the provider
-    rules added such turns inside a loop, is cut as its history was. A response without
-    tool calls ends the turn before the loop (the user turn after it opens a new one).
-
-    An opening whose thinking governance left out (its prefix had changed) still opens a
-    thinking loop: governing that request again cuts it as the first call did."""
-    first = tool_loop_opening(history, end)
-    if first is None or not _led_by_thinking(history[first]):
-        return None
-    opening = None
-    for index in range(end - 1, -1, -1):
-        message = history[index]
-        if isinstance(message, HumanMessage) and added_kind(message) != "user-turn":
-            break
-        if isinstance(message, AIMessage):
-            if opening is not None and not declared_tool_call_ids(message):
-                break
-            opening = index
-    return opening if opening is not None and _led_by_thinking(history[opening]) else None
-
-
-def _led_by_thinking(message: BaseMessage) -> bool:
-    """Whether `message` opens with a thinking block, or did before governance left it out."""
-    return opens_with_thinking(message) or reasoning_left_out(message)
-
-
 def _reached_by_the_note(front: list[BaseMessage], *kept_part: list[BaseMessage]) -> int:
     """How many first messages of the kept part (the concatenation of `kept_part`) the
     note at a cut reaches: the note goes after the request's leading system messages (so
@@ -2409,15 +2378,6 @@ def _reached_by_the_note(front: list[BaseMessage], *kept_part: list[BaseMessage]
                 return count
             count += 1
     return count
-
-
-def _group_end(messages: Sequence[BaseMessage], start: int, end: int) -> int:
-    """End of the group that begins at `start`: a message and the tool results after it."""
-    stop = start + 1
-    if isinstance(messages[start], (AIMessage, ToolMessage)):
-        while stop < end and isinstance(messages[stop], ToolMessage):
-            stop += 1
-    return stop
 
 
 @runnable_when_called_without_messages

@@ -43,6 +43,7 @@ from langchain_core.runnables import Runnable
 from langchain_context_governance._messages import content_text
 from langchain_context_governance.policy.note import escape_delimiters
 from langchain_context_governance.state.record import SummaryRecord
+from langchain_context_governance.tokens.counter import APPROXIMATE_CHARS_PER_TOKEN
 
 DEFAULT_SUMMARY_PROMPT = (
     "You compress the early part of a conversation between a user and an AI agent that "
@@ -72,8 +73,6 @@ _DELIMITERS = ("transcript", "message", "previous_summary")
 MAX_SUMMARY_INPUT_CHARS = 200_000
 # Shared workers the sync path asks the summary model on (see the module doc).
 SUMMARY_WORKERS = 4
-# Characters per token for the cap on the summary's length (a rough, safe estimate).
-_CHARS_PER_TOKEN = 4
 _CUT_SHORT = " […]"
 
 
@@ -201,7 +200,7 @@ def summary_text(reply: BaseMessage, *, max_tokens: int) -> str | None:
     text = reply.text.strip() if isinstance(reply.text, str) else ""
     if not text:
         return None
-    limit = max_tokens * _CHARS_PER_TOKEN
+    limit = max_tokens * APPROXIMATE_CHARS_PER_TOKEN
     return text if len(text) <= limit else text[:limit].rstrip() + _CUT_SHORT
 
 
@@ -213,7 +212,7 @@ def max_summary_chars(max_tokens: int) -> int:
         >>> max_summary_chars(100)
         404
     """
-    return max_tokens * _CHARS_PER_TOKEN + len(_CUT_SHORT)
+    return max_tokens * APPROXIMATE_CHARS_PER_TOKEN + len(_CUT_SHORT)
 
 
 def dropped_messages(

@@ -77,6 +77,9 @@ NETWORK_COUNTING_PACKAGES = frozenset(
 COUNTING_METHODS = ("get_num_tokens_from_messages", "get_num_tokens", "get_token_ids")
 
 # OpenAI's chat accounting, as in langchain-openai's get_num_tokens_from_messages.
+# Characters a token holds in langchain-core's `count_tokens_approximately` (its default
+# `chars_per_token`): the package's one rough conversion between text and tokens.
+APPROXIMATE_CHARS_PER_TOKEN = 4
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMING_TOKENS = 3
