@@ -40,6 +40,9 @@ from langchain_core.messages import (
 from langchain_core.messages.tool import invalid_tool_call
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+# Defined in `errors`, beside the package's other errors, so that the sandbox raising it
+# (rules/_bounded_jinja.py) need not import this module, which imports the sandbox.
+from langchain_context_governance.errors import ChatTemplateLimitExceeded
 from langchain_context_governance.rules.table import Violation
 
 if TYPE_CHECKING:
@@ -71,10 +74,6 @@ RENDER_SIZE_LIMIT_CHARACTERS = 1_000_000
 # The tool the canonical conversations call, and what a request without tools renders
 # with: tool-use templates (Hermes 2 Pro, Hermes 3, Command R+) need a tool list.
 _STAND_IN_TOOL = "search"
-
-
-class ChatTemplateLimitExceeded(ValueError):
-    """One render of a chat template took too long or produced too much; names the limit."""
 
 
 @functools.lru_cache(maxsize=32)
