@@ -43,7 +43,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 # Defined in `errors`, beside the package's other errors, so that the sandbox raising it
 # (rules/_bounded_jinja.py) need not import this module, which imports the sandbox.
 from langchain_context_governance.errors import ChatTemplateLimitExceeded
-from langchain_context_governance.rules.table import Violation
+from langchain_context_governance.rules.table import Violation, rules_named, run_repairs
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -394,10 +394,8 @@ def rules_for_chat_template(chat_template: str) -> tuple[str, ...]:
 
 def _probe_shape(chat_template: str, shape: _Shape, rules: list[str]) -> None:
     """Render `shape` after the repairs of `rules`; add its rules to `rules` where needed."""
-    from langchain_context_governance.rules.apply import apply_provider_rules_with_count
-
     messages = list(shape.messages)
-    governed, _ = apply_provider_rules_with_count(messages, provider="openai", extra_rules=rules)
+    governed, _ = run_repairs(rules_named("openai", rules), messages)
     error = _render_error(chat_template, governed)
     if error is None:
         return
@@ -407,7 +405,7 @@ def _probe_shape(chat_template: str, shape: _Shape, rules: list[str]) -> None:
             f"({shape.name}): {error}"
         )
     rules.extend(name for name in shape.turns_on if name not in rules)
-    governed, _ = apply_provider_rules_with_count(messages, provider="openai", extra_rules=rules)
+    governed, _ = run_repairs(rules_named("openai", rules), messages)
     error = _render_error(chat_template, governed)
     if error is not None:
         raise ValueError(
