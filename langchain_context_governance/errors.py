@@ -1,4 +1,4 @@
-"""Errors the governor raises on purpose."""
+"""Errors the package raises on purpose."""
 
 from __future__ import annotations
 
@@ -19,3 +19,10 @@ class ContextBudgetExceeded(ValueError):
             "(context_window_tokens - max_output_tokens - safety_buffer) even after "
             "compaction, cutting and truncation"
         )
+
+
+class ChatTemplateLimitExceeded(ValueError):
+    """One render of a chat template took too long or produced too much; names the limit.
+
+    Public as `langchain_context_governance.rules.templates.ChatTemplateLimitExceeded`.
+    """

@@ -46,7 +46,7 @@ from jinja2.parser import Parser
 from jinja2.runtime import Context, Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from langchain_context_governance.rules.templates import ChatTemplateLimitExceeded
+from langchain_context_governance.errors import ChatTemplateLimitExceeded
 
 __all__ = ["compile_chat_template", "render_within_limits"]
 

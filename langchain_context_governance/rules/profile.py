@@ -33,7 +33,6 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from langchain_context_governance._added import synthetic_user_turn
 from langchain_context_governance._messages import is_system
 from langchain_context_governance._reasoning import carries_provider_compaction
 from langchain_context_governance.passes._names import BACKFILL, DROP_ORPHANS
@@ -50,13 +49,12 @@ from langchain_context_governance.rules.reasoning import (
     check_against_history,
     prefix_bindings,
 )
-from langchain_context_governance.rules.rule import (
-    ALTERNATION_PASS_NAME,
-    PASS_NAME,
-    Rule,
-    Violation,
+from langchain_context_governance.rules.rule import PASS_NAME, Rule, Violation
+from langchain_context_governance.rules.table import rules_named, run_repairs
+from langchain_context_governance.rules.templates import (
+    chat_template_violation,
+    rules_for_chat_template,
 )
-from langchain_context_governance.rules.table import rules_named
 from langchain_context_governance.rules.turns import REQUEST_HAS_A_TURN
 
 __all__ = ["Profile", "resolve_profile"]
@@ -132,8 +130,6 @@ class Profile:
         """
         template_violations: list[Violation] = []
         if self.chat_template is not None:
-            from langchain_context_governance.rules.templates import chat_template_violation
-
             violation = chat_template_violation(self.chat_template, messages, tools=tools)
             template_violations = [] if violation is None else [violation]
         empty = REQUEST_HAS_A_TURN.check(messages)
@@ -170,16 +166,7 @@ class Profile:
         "apply_provider_rules". Returns the very same list when the request already suits
         the profile.
         """
-        output = messages
-        changes = {PASS_NAME: 0, ALTERNATION_PASS_NAME: 0}
-        for rule in self.rules:
-            output, count = rule.repair(output)
-            changes[rule.reported_as] += count
-        if messages and not output:
-            # Only blank system messages were left; a request needs something to answer.
-            changes[PASS_NAME] += 1
-            return [synthetic_user_turn()], changes
-        return output, changes
+        return run_repairs(self.rules, messages)
 
     def repair_group(
         self, group: list[BaseMessage], declared_before: Callable[[str], bool]
@@ -229,8 +216,6 @@ class Profile:
 def _resolve(provider: str, chat_template: str | None, extra_rules: tuple[str, ...]) -> Profile:
     template_rules: tuple[str, ...] = ()
     if chat_template is not None:
-        from langchain_context_governance.rules.templates import rules_for_chat_template
-
         template_rules = rules_for_chat_template(chat_template)
     names = (*template_rules, *(name for name in extra_rules if name not in template_rules))
     return Profile(

@@ -19,8 +19,11 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
+from langchain_core.messages import BaseMessage
+
+from langchain_context_governance._added import synthetic_user_turn
 from langchain_context_governance.rules import (
     content,
     ids,
@@ -49,6 +52,7 @@ __all__ = [
     "Rule",
     "Violation",
     "rules_named",
+    "run_repairs",
 ]
 
 RULES: tuple[Rule, ...] = (
@@ -109,3 +113,24 @@ def rules_named(provider: str, extra_rules: Collection[str] = ()) -> tuple[Rule,
         raise ValueError(f"unknown rule names {unknown!r}; known: {sorted(_RULES_BY_NAME)}")
     wanted = {*PROFILES[provider], *extra_rules}
     return tuple(rule for rule in RULES if rule.name in wanted)
+
+
+def run_repairs(
+    rules: Sequence[Rule], messages: list[BaseMessage]
+) -> tuple[list[BaseMessage], dict[str, int]]:
+    """Run the repair of each of `rules`, in order; the request and the changes by pass.
+
+    Role alternation is reported as "enforce_role_alternation", the other repairs as
+    "apply_provider_rules". Returns the very same list when the request already suits
+    the rules.
+    """
+    output = messages
+    changes = {PASS_NAME: 0, ALTERNATION_PASS_NAME: 0}
+    for rule in rules:
+        output, count = rule.repair(output)
+        changes[rule.reported_as] += count
+    if messages and not output:
+        # Only blank system messages were left; a request needs something to answer.
+        changes[PASS_NAME] += 1
+        return [synthetic_user_turn()], changes
+    return output, changes

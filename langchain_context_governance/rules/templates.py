@@ -40,7 +40,10 @@ from langchain_core.messages import (
 from langchain_core.messages.tool import invalid_tool_call
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from langchain_context_governance.rules.table import Violation
+# Defined in `errors`, beside the package's other errors, so that the sandbox raising it
+# (rules/_bounded_jinja.py) need not import this module, which imports the sandbox.
+from langchain_context_governance.errors import ChatTemplateLimitExceeded
+from langchain_context_governance.rules.table import Violation, rules_named, run_repairs
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -71,10 +74,6 @@ RENDER_SIZE_LIMIT_CHARACTERS = 1_000_000
 # The tool the canonical conversations call, and what a request without tools renders
 # with: tool-use templates (Hermes 2 Pro, Hermes 3, Command R+) need a tool list.
 _STAND_IN_TOOL = "search"
-
-
-class ChatTemplateLimitExceeded(ValueError):
-    """One render of a chat template took too long or produced too much; names the limit."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -395,10 +394,8 @@ def rules_for_chat_template(chat_template: str) -> tuple[str, ...]:
 
 def _probe_shape(chat_template: str, shape: _Shape, rules: list[str]) -> None:
     """Render `shape` after the repairs of `rules`; add its rules to `rules` where needed."""
-    from langchain_context_governance.rules.apply import apply_provider_rules_with_count
-
     messages = list(shape.messages)
-    governed, _ = apply_provider_rules_with_count(messages, provider="openai", extra_rules=rules)
+    governed, _ = run_repairs(rules_named("openai", rules), messages)
     error = _render_error(chat_template, governed)
     if error is None:
         return
@@ -408,7 +405,7 @@ def _probe_shape(chat_template: str, shape: _Shape, rules: list[str]) -> None:
             f"({shape.name}): {error}"
         )
     rules.extend(name for name in shape.turns_on if name not in rules)
-    governed, _ = apply_provider_rules_with_count(messages, provider="openai", extra_rules=rules)
+    governed, _ = run_repairs(rules_named("openai", rules), messages)
     error = _render_error(chat_template, governed)
     if error is not None:
         raise ValueError(
