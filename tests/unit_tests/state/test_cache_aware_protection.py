@@ -10,11 +10,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_context_governance import ContextGovernor, get_token_counter
 from langchain_context_governance._added import added_kind, user_parts
 from langchain_context_governance.policy.compaction import ResultCompaction
-from langchain_context_governance.state.cache_aware import (
-    EARLIER_USERS_SHARE,
-    KEPT_EARLIER_USER,
-    CacheAwareReplay,
-)
+from langchain_context_governance.state.cache_aware import EARLIER_USERS_SHARE, CacheAwareReplay
+from langchain_context_governance.state.replay_state import KEPT_EARLIER_USER
 from tests.builders import ai_calls, block_texts, call, result
 
 COUNTER = get_token_counter("approximate")
