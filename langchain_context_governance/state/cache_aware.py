@@ -24,7 +24,7 @@ are cut too, the task first.
   high watermark (the turn's reasoning is then made after the edit), and a call inside a
   tool loop keeps the turn's decisions while the request fits the budget. Each call
   point's edits say which earlier messages' reasoning they put behind a changed prefix
-  (`_Decisions.left_out`).
+  (`Decisions.left_out`).
 
 What a cut keeps, by protection class: the system messages; the current user turn (the
 newest group is never cut, and the latest user message before the cut is pinned); the
@@ -51,11 +51,10 @@ keeps the replay state so that a growing history only replays what is new.
 from __future__ import annotations
 
 import bisect
-import itertools
 import weakref
 from array import array
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -77,7 +76,6 @@ from langchain_context_governance._messages import (
     iter_declared_tool_calls,
     message_fingerprint,
 )
-from langchain_context_governance._packing import PackedInts, as_count, pack_ints
 from langchain_context_governance._reasoning import (
     carries_bound_reasoning,
     thinking_tool_loop_start,
@@ -128,7 +126,22 @@ from langchain_context_governance.policy.protection import (
 )
 from langchain_context_governance.state.binding import LeftOut
 from langchain_context_governance.state.made import MadeMessages
-from langchain_context_governance.state.record import RECORD_READ_ERRORS, leading_equal
+from langchain_context_governance.state.record import leading_equal
+from langchain_context_governance.state.replay_codec import (
+    ReplayColumns,
+    restore_replay,
+    snapshot_replay,
+)
+from langchain_context_governance.state.replay_state import (
+    NOTE_KEPT,
+    NOTE_NONE,
+    NOTE_PLAIN,
+    NOTE_SUMMARY,
+    NOTE_VALUES,
+    Decisions,
+    KeptGroup,
+    ReplayLearning,
+)
 from langchain_context_governance.tokens.calibration import (
     UNCALIBRATED,
     Calibration,
@@ -154,15 +167,9 @@ from langchain_context_governance.tokens.counter import (
 DEFAULT_HIGH_WATERMARK = 1.0
 DEFAULT_LOW_WATERMARK = 0.3
 
-# The note a cut's request sends (`CacheAwareReplay._note_variant`): with the summary, with
-# the values (with offload: the lines naming what is kept), with offload the call that
-# reads the transcript back alone, plain, or none (a tiny budget).
-_NOTE_SUMMARY, _NOTE_VALUES, _NOTE_KEPT, _NOTE_PLAIN, _NOTE_NONE = range(5)
-
 # What governance added that is no message of the conversation: the note at an earlier cut
 # and its data turn (`_added.py`), in a request governed again.
 _OUTSIDE_THE_CONVERSATION = frozenset({"cut-note", "cut-data"})
-
 
 # Share of the room history has that a cut reserves for the values of the messages it
 # leaves out, listed in the data turn after its note (policy/note.py). Chosen with the
@@ -194,157 +201,6 @@ def validate_watermarks(*, high_watermark: float, low_watermark: float) -> None:
         raise ValueError(
             f"low_watermark must be in (0, high_watermark={high_watermark}), got {low_watermark}"
         )
-
-
-@dataclass
-class _Replay:
-    """What the replay learned about the messages so far (append-only, by position)."""
-
-    tokens: array[int] = field(default_factory=lambda: array("q"))
-    prints: array[int] = field(default_factory=lambda: array("q"))
-    system_indices: list[int] = field(default_factory=list)
-    compactable: list[int] = field(default_factory=list)
-    compactable_names: dict[int, str] = field(default_factory=dict)
-    compacted_tokens: dict[int, int] = field(default_factory=dict)
-    # Positions of results of `exclude_tools`: their groups are kept across cuts.
-    excluded: list[int] = field(default_factory=list)
-    # Positions of the user's own messages (the current turn is the latest of them).
-    users: list[int] = field(default_factory=list)
-    # Positions of what an earlier cut added (`_OUTSIDE_THE_CONVERSATION`): a request
-    # governed again holds them, and they are no messages a note counts.
-    added: list[int] = field(default_factory=list)
-    # The tools called so far, in the order they were first called (a result's own tool
-    # is read from its call, right before it).
-    tool_names: dict[str, None] = field(default_factory=dict)
-    # The conversation's first user message (the task), whether it is pinned as a copy
-    # (cut to its share, or a stored note taken out of it: made again from the history's
-    # message, never kept), and what pinning it costs.
-    task: int | None = None
-    task_fits: bool = False
-    task_cut: bool = False
-    task_copied: bool = False
-    task_tokens: int = 0
-    # Tokens of the plain note, by the messages it counts and whether it is brief (a
-    # few: `_NOTE_COUNTS_KEPT`).
-    note_tokens: dict[tuple[int, bool], int] = field(default_factory=dict)
-    # Fingerprints are salted per process, so a replay restored from a record knows none
-    # of those before this position: each is found (and kept) when first read.
-    prints_unknown_below: int = 0
-
-    def prints_between(self, history: Sequence[BaseMessage], start: int, stop: int) -> list[int]:
-        """The fingerprints of positions `start` to `stop`."""
-        prints = self.prints[start:stop].tolist()
-        unknown = min(stop, self.prints_unknown_below) - start
-        if unknown > 0 and 0 in prints[:unknown]:
-            # Several are sliced at once: a slice of the history costs a few slices of the
-            # caller's list, not a look-up a position.
-            found = [history[start]] if unknown == 1 else history[start : start + unknown]
-            for offset, message in enumerate(found):
-                if prints[offset] == 0:
-                    prints[offset] = self.prints[start + offset] = message_fingerprint(message)
-        return prints
-
-    def forget_from(self, index: int, tool_names: int) -> None:
-        """Drop what was learned from position `index` on, and tool names past the first ones."""
-        self.prints_unknown_below = min(self.prints_unknown_below, index)
-        del self.tokens[index:]
-        del self.prints[index:]
-        # Only compactable positions have a name and a compacted count: a call forgets
-        # what it learned of its new positions, not the whole history.
-        for position in self.compactable[bisect.bisect_left(self.compactable, index) :]:
-            self.compactable_names.pop(position, None)
-            self.compacted_tokens.pop(position, None)
-        for positions in (
-            self.system_indices,
-            self.compactable,
-            self.excluded,
-            self.users,
-            self.added,
-        ):
-            del positions[bisect.bisect_left(positions, index) :]
-        # The tool names learned last were inserted last.
-        for _ in range(len(self.tool_names) - tool_names):
-            self.tool_names.popitem()
-        if self.task is not None and self.task >= index:
-            self.task, self.task_fits, self.task_tokens = None, False, 0
-            self.task_cut = self.task_copied = False
-
-
-@dataclass(frozen=True)
-class _KeptGroup:
-    """A group before the cut kept for its protection class (a user message, or a call
-    with a result of an excluded tool), and what it costs."""
-
-    start: int
-    stop: int
-    tokens: int
-    why: str
-
-
-@dataclass
-class _Decisions:
-    """The decisions so far: where the request starts and how far compaction got."""
-
-    cut: int = 0
-    compacted_count: int = 0
-    # Tokens of the non-system messages from the cut on, and of the system messages.
-    history_tokens: int = 0
-    system_tokens: int = 0
-    raw_tokens: int = 0
-    pinned: int | None = None
-    last_user_before_cut: int | None = None
-    task_pinned: bool = False
-    kept_groups: tuple[_KeptGroup, ...] = ()
-    # Their tokens and messages, kept as sums so that a decision costs O(1); and whether
-    # the pinned latest user message is one of them (it is then counted once, as the pin).
-    kept_tokens: int = 0
-    kept_excluded_tokens: int = 0
-    kept_messages: int = 0
-    # What the newest result of an excluded tool left out for want of room costs (with
-    # its call): where it fits again, a step takes it back.
-    readmit_tokens: int = 0
-    # What the provider rules that need the whole request add to it, where a first plan
-    # of the current call found it over budget for them (0 at every earlier call point).
-    rules_tokens: int = 0
-    pinned_kept: bool = False
-    # Learned from the sizes the provider reported for the replies so far.
-    calibration: Calibration = UNCALIBRATED
-    # The values of the omitted messages the note's data turn lists (policy/note.py), and
-    # the tokens that turn (with its frame and the note's pointer to it) adds: made at
-    # each cut, kept until the next. As listed (`note.values_text`): one text.
-    note_values: str = ""
-    note_values_tokens: int = 0
-    # The history positions whose bound reasoning lost the prefix it was made after
-    # (state/binding.py), by the edits of the call points so far.
-    left_out: LeftOut = field(default_factory=LeftOut)
-    # Which note the request of the latest call point sent (`_NOTE_*`): a note that changes
-    # changes the front, and so the prefix of every message after it.
-    note_variant: int = _NOTE_NONE
-
-    def keep(self, group: _KeptGroup) -> None:
-        self.kept_groups = (*self.kept_groups, group)
-        self.kept_tokens += group.tokens
-        if group.why == EXCLUDED_TOOL:
-            self.kept_excluded_tokens += group.tokens
-        self.kept_messages += group.stop - group.start
-
-    def give_up(self, group: _KeptGroup) -> None:
-        self.kept_groups = tuple(kept for kept in self.kept_groups if kept is not group)
-        self.kept_tokens -= group.tokens
-        if group.why == EXCLUDED_TOOL:
-            self.kept_excluded_tokens -= group.tokens
-        self.kept_messages -= group.stop - group.start
-
-
-# The decisions that are numbers, flags or None (the others are converted one by one).
-_PLAIN_DECISIONS = tuple(
-    item.name
-    for item in fields(_Decisions)
-    if item.name not in ("kept_groups", "calibration", "note_values", "left_out")
-)
-_DECISION_KEYS = frozenset(item.name for item in fields(_Decisions))
-_FLAG_DECISIONS = frozenset({"task_pinned", "pinned_kept"})
-_OPTIONAL_DECISIONS = frozenset({"pinned", "last_user_before_cut"})
 
 
 @dataclass
@@ -502,142 +358,6 @@ class _Origins(Sequence[tuple[int, ...]]):
         yield from range(max(low, self._body_start) + offset, min(high + offset, self._length))
 
 
-# What a replay section of a record may hold, beyond which it is no snapshot this replay
-# wrote: a message's tokens, a tool name's characters.
-_MAX_MESSAGE_TOKENS = 1 << 40
-_MAX_NAME_CHARS = 1_024
-
-
-def _column(column: PackedInts, text: Any, *, limit: int, wide: bool = True) -> array[int]:
-    """`column.take_up(text)`, where `text` holds at most `limit` integers: its length is
-    checked before anything is decoded, so a record cannot make a replay allocate more
-    than its history is worth."""
-    if not isinstance(text, str) or len(text) > 8 + (8 * limit + 2) // 3 * 4:
-        raise ValueError("a column longer than the history it describes")
-    values = column.take_up(text, wide=wide)
-    if len(values) > limit:
-        raise ValueError("a column longer than the history it describes")
-    return values
-
-
-def _positions(values: array[int], known: int) -> list[int]:
-    """Positions in the order the replay learns them: ascending, each once, below `known`."""
-    positions = values.tolist()
-    if positions and (
-        positions[0] < 0
-        or positions[-1] >= known
-        or any(b <= a for a, b in itertools.pairwise(positions))
-    ):
-        raise ValueError("positions out of order or out of the history")
-    return positions
-
-
-def _flag(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"expected a flag, got {type(value).__name__}")
-    return value
-
-
-def _bounded_count(value: Any, limit: int) -> int:
-    count = as_count(value)
-    if count > limit:
-        raise ValueError(f"a count of {count} where at most {limit} is possible")
-    return count
-
-
-def _names(value: Any, limit: int) -> list[str]:
-    if (
-        not isinstance(value, list)
-        or len(value) > limit
-        or not all(isinstance(name, str) and len(name) <= _MAX_NAME_CHARS for name in value)
-    ):
-        raise ValueError("tool names that are not a short list of short names")
-    return value
-
-
-def _restored_replay(data: Mapping[str, Any], packed: _ReplayColumns, known: int) -> _Replay:
-    """The replay's learning in `data` (a snapshot) of `known` final positions, with
-    `packed` continued from it; a ValueError where anything in it is out of range."""
-    packed.result_names.take_up(_names(data["result_names"], known))
-    # Read only (the columns kept are lists): as written, not widened.
-    compactable = _positions(
-        _column(packed.compactable, data["compactable"], limit=known, wide=False), known
-    )
-    result_names = packed.result_names.names
-    compactable_names = _column(
-        packed.compactable_names, data["compactable_names"], limit=known, wide=False
-    )
-    if len(compactable_names) != len(compactable) or any(
-        not 0 <= number < len(result_names) for number in compactable_names
-    ):
-        raise ValueError("the compactable results' names are not in the table")
-    tokens = _column(packed.tokens, data["tokens"], limit=known)
-    if len(tokens) != known or (
-        tokens and not 0 <= min(tokens) <= max(tokens) <= _MAX_MESSAGE_TOKENS
-    ):
-        raise ValueError("the counts do not match the positions read")
-    system_indices = _positions(
-        _column(packed.system_indices, data["system_indices"], limit=known, wide=False), known
-    )
-    excluded = _positions(
-        _column(packed.excluded, data["excluded"], limit=known, wide=False), known
-    )
-    users = _positions(_column(packed.users, data["users"], limit=known, wide=False), known)
-    added = _positions(_column(packed.added, data["added"], limit=known, wide=False), known)
-    kinds = [set(system_indices), set(compactable), set(excluded), set(users), set(added)]
-    if sum(map(len, kinds)) != len(set().union(*kinds)):
-        raise ValueError("a position in two columns")
-    task, task_fits, task_cut, task_copied, task_tokens = data["task"]
-    if task is not None and as_count(task) not in kinds[3]:
-        raise ValueError("the task is no user message")
-    return _Replay(
-        tokens=tokens,
-        # Unknown here (salted per process): zeros, found when read.
-        prints=array("q", bytes(8 * len(tokens))),
-        prints_unknown_below=len(tokens),
-        system_indices=system_indices,
-        compactable=compactable,
-        compactable_names=dict(
-            zip(compactable, map(result_names.__getitem__, compactable_names), strict=True)
-        ),
-        excluded=excluded,
-        users=users,
-        added=added,
-        tool_names=dict.fromkeys(_names(data["tool_names"], known)),
-        task=task,
-        task_fits=_flag(task_fits),
-        task_cut=_flag(task_cut),
-        task_copied=_flag(task_copied),
-        task_tokens=_bounded_count(task_tokens, _MAX_MESSAGE_TOKENS),
-    )
-
-
-def _restored_compacted_tokens(data: Any, replay: _Replay) -> dict[int, int]:
-    """The placeholder counts a snapshot carries (`_sent_compacted_tokens`), each of a
-    compactable result at a position read (the latest request may have compacted results
-    the final decisions have not yet); a ValueError where they are not."""
-    limit = len(replay.compactable)
-    positions_column, tokens_column = data
-    positions = _column(PackedInts("i"), positions_column, limit=limit).tolist()
-    tokens = _column(PackedInts("i"), tokens_column, limit=limit).tolist()
-    compactable = replay.compactable
-    ranks = [bisect.bisect_left(compactable, position) for position in positions]
-    if (
-        len(positions) != len(tokens)
-        or not all(0 <= count <= _MAX_MESSAGE_TOKENS for count in tokens)
-        or any(rank >= limit for rank in ranks)
-        or [compactable[rank] for rank in ranks] != positions
-    ):
-        raise ValueError("the compacted counts are not of compactable results")
-    return dict(zip(positions, tokens, strict=True))
-
-
-def _text(value: Any, limit: int) -> str:
-    if not isinstance(value, str) or len(value) > limit:
-        raise ValueError(f"expected text of at most {limit} characters")
-    return value
-
-
 def _called_tool(history: Sequence[BaseMessage], index: int, call_id: str) -> str:
     """The tool of the call the result at `index` answers: in the repaired history, a
     result comes right after its call's assistant message and the results before it."""
@@ -650,127 +370,6 @@ def _called_tool(history: Sequence[BaseMessage], index: int, call_id: str) -> st
             if declared_id == call_id:
                 return name
     return ""
-
-
-def _restored_decisions(data: Mapping[str, Any], replay: _Replay, known: int) -> _Decisions:
-    """The decisions in `data` (a snapshot's), each bounded by the replay's learning of the
-    `known` positions it describes and consistent with it (sums, protection classes); a
-    ValueError where not. Those that need the history are checked at the first plan
-    (`CacheAwareReplay._check_restored`)."""
-    if set(data) != _DECISION_KEYS:
-        raise ValueError("decisions this replay does not make")
-    plain: dict[str, Any] = {}
-    for name in _PLAIN_DECISIONS:
-        value = data[name]
-        if name in _FLAG_DECISIONS:
-            plain[name] = _flag(value)
-        elif value is None and name in _OPTIONAL_DECISIONS:
-            plain[name] = None
-        else:
-            plain[name] = _bounded_count(value, _MAX_MESSAGE_TOKENS * max(known, 1))
-    decisions = _Decisions(
-        **plain,
-        kept_groups=_restored_kept_groups(data["kept_groups"], replay, plain["cut"]),
-        calibration=Calibration.from_dict(data["calibration"]),
-        note_values=_text(data["note_values"], _MAX_NOTE_VALUES_CHARS),
-        left_out=LeftOut.from_data(data["left_out"], limit=known + 1),
-    )
-    tokens = replay.tokens
-    users = replay.users
-    groups = decisions.kept_groups
-    latest = bisect.bisect_left(users, decisions.cut) - 1
-    if not (
-        decisions.cut <= known
-        and decisions.compacted_count <= len(replay.compactable)
-        and decisions.raw_tokens == sum(tokens)
-        and decisions.system_tokens == sum(tokens[index] for index in replay.system_indices)
-        and decisions.history_tokens <= decisions.raw_tokens - decisions.system_tokens
-        and decisions.last_user_before_cut == (users[latest] if latest >= 0 else None)
-        and decisions.pinned in (None, decisions.last_user_before_cut)
-        and (
-            not decisions.task_pinned
-            or (replay.task is not None and replay.task < decisions.cut and replay.task_fits)
-        )
-        and decisions.kept_tokens == sum(group.tokens for group in groups)
-        and decisions.kept_excluded_tokens
-        == sum(group.tokens for group in groups if group.why == EXCLUDED_TOOL)
-        and decisions.kept_messages == sum(group.stop - group.start for group in groups)
-        and decisions.pinned_kept
-        == (decisions.pinned is not None and any(g.start == decisions.pinned for g in groups))
-        and decisions.readmit_tokens <= decisions.raw_tokens
-        and decisions.rules_tokens == 0
-        and 0 <= decisions.note_variant <= _NOTE_NONE
-        and decisions.note_values_tokens <= 2 * NOTE_VALUES_MAX_TOKENS
-        and bool(decisions.note_values) == (decisions.note_values_tokens > 0)
-    ):
-        raise ValueError("decisions inconsistent with the history they describe")
-    return decisions
-
-
-def _restored_kept_groups(data: Any, replay: _Replay, cut: int) -> tuple[_KeptGroup, ...]:
-    """The groups kept before the cut: within it, in order, apart, each of its class (a
-    user message, or a call with a result of an excluded tool), each costing at most what
-    its messages do."""
-    if not isinstance(data, list) or len(data) > cut:
-        raise ValueError("more kept groups than messages before the cut")
-    groups: list[_KeptGroup] = []
-    after = 0
-    users, excluded = set(replay.users), replay.excluded
-    for start, stop, tokens, why in data:
-        group = _KeptGroup(as_count(start), as_count(stop), as_count(tokens), why)
-        raw = sum(replay.tokens[group.start : group.stop])
-        first_excluded = bisect.bisect_left(excluded, group.start)
-        of_its_class = (
-            group.start in users
-            if why == EARLIER_USER
-            else why == EXCLUDED_TOOL
-            and first_excluded < len(excluded)
-            and excluded[first_excluded] < group.stop
-        )
-        if not (after <= group.start < group.stop <= cut and group.tokens <= raw and of_its_class):
-            raise ValueError("a kept group out of the history before the cut")
-        after = group.stop
-        groups.append(group)
-    return tuple(groups)
-
-
-class _NameTable:
-    """Tool names numbered in the order they first come, so a record carries each once."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-        self._numbers: dict[str, int] = {}
-
-    def take_up(self, names: Any) -> None:
-        """Number `names` (a snapshot's list of them) first, in their order."""
-        if not isinstance(names, list):
-            raise ValueError(f"expected a list of tool names, got {type(names).__name__}")
-        for name in names:
-            self.index(str(name))
-
-    def index(self, name: str) -> int:
-        number = self._numbers.get(name)
-        if number is None:
-            number = self._numbers[name] = len(self.names)
-            self.names.append(name)
-        return number
-
-
-@dataclass
-class _ReplayColumns:
-    """The replay's columns as its snapshot packs them, packed as they grow, and the tool
-    names they number."""
-
-    # Numbered in the order they come in the column, so that the same replay gives the
-    # same snapshot whatever calls it was made in.
-    result_names: _NameTable = field(default_factory=lambda: _NameTable())
-    tokens: PackedInts = field(default_factory=lambda: PackedInts("i"))
-    system_indices: PackedInts = field(default_factory=lambda: PackedInts("i"))
-    compactable: PackedInts = field(default_factory=lambda: PackedInts("i"))
-    compactable_names: PackedInts = field(default_factory=lambda: PackedInts("i"))
-    excluded: PackedInts = field(default_factory=lambda: PackedInts("i"))
-    users: PackedInts = field(default_factory=lambda: PackedInts("i"))
-    added: PackedInts = field(default_factory=lambda: PackedInts("i"))
 
 
 class CacheAwareReplay:
@@ -826,9 +425,9 @@ class CacheAwareReplay:
     def start_over(self) -> None:
         """Forget the history: the next plan replays its history from the start."""
         self._known = 0
-        self._replay = _Replay()
-        self._packed = _ReplayColumns()
-        self._decisions = _Decisions()
+        self._replay = ReplayLearning()
+        self._packed = ReplayColumns()
+        self._decisions = Decisions()
         self._task_copies: MadeMessages[BaseMessage] = MadeMessages()
         self._compacted_copies: MadeMessages[BaseMessage] = MadeMessages()
         self._words_copies: MadeMessages[BaseMessage] = MadeMessages()
@@ -848,48 +447,15 @@ class CacheAwareReplay:
         (positions, counts and tool names; no message, no fingerprint, which
         every process salts anew): a replay on another worker continues from them with
         `restore`, where the same messages are read."""
-        replay, decisions, packed = self._replay, self._decisions, self._packed
-        return {
-            "fixed": self._fixed,
-            "known": self._known,
-            "tokens": packed.tokens.pack(replay.tokens),
-            "system_indices": packed.system_indices.pack(replay.system_indices),
-            "compactable": packed.compactable.pack(replay.compactable),
-            # In the order of `compactable`, as they were learned.
-            "compactable_names": packed.compactable_names.pack(
-                replay.compactable_names.values(), packed.result_names.index
-            ),
-            "result_names": list(packed.result_names.names),
-            "excluded": packed.excluded.pack(replay.excluded),
-            "users": packed.users.pack(replay.users),
-            "added": packed.added.pack(replay.added),
-            "tool_names": list(replay.tool_names),
-            "compacted_tokens": self._sent_compacted_tokens(),
-            "task": [
-                replay.task,
-                replay.task_fits,
-                replay.task_cut,
-                replay.task_copied,
-                replay.task_tokens,
-            ],
-            "decisions": {
-                **{name: getattr(decisions, name) for name in _PLAIN_DECISIONS},
-                "kept_groups": [[g.start, g.stop, g.tokens, g.why] for g in decisions.kept_groups],
-                "calibration": decisions.calibration.to_dict(),
-                "note_values": decisions.note_values,
-                "left_out": decisions.left_out.to_data(),
-            },
-            # Only where on, so a record of a replay that does not offload is as it was.
-            **({"offload": True} if self._offloading else {}),
-        }
-
-    def _sent_compacted_tokens(self) -> list[str]:
-        """What the placeholders of the latest request's compacted results at final
-        positions cost, as two packed columns (positions, tokens): a replay restored from
-        them neither copies nor counts those results again."""
-        known = self._replay.compacted_tokens
-        positions = [index for index in self._sent_compacted if index < self._known]
-        return [pack_ints(positions, "i"), pack_ints(map(known.__getitem__, positions), "i")]
+        return snapshot_replay(
+            self._packed,
+            self._replay,
+            self._decisions,
+            fixed=self._fixed,
+            known=self._known,
+            sent_compacted=self._sent_compacted,
+            offloading=self._offloading,
+        )
 
     def restore(self, data: Mapping[str, Any], *, final: int) -> bool:
         """Continue from another replay's `snapshot` of at most `final` positions (the
@@ -904,19 +470,20 @@ class CacheAwareReplay:
         start, never more, and never another request.
         """
         self.start_over()
-        try:
-            known = _bounded_count(data["known"], final)
-            self._replay = _restored_replay(data, self._packed, known)
-            self._decisions = _restored_decisions(data["decisions"], self._replay, known)
-            self._known = known
-            self._fixed = _bounded_count(data["fixed"], _MAX_MESSAGE_TOKENS)
-            self._offloading = data.get("offload") is True
-            self._replay.compacted_tokens = _restored_compacted_tokens(
-                data["compacted_tokens"], self._replay
-            )
-        except RECORD_READ_ERRORS:
-            self.start_over()
+        restored = restore_replay(
+            data,
+            final=final,
+            # A cut reserves at most NOTE_VALUES_MAX_TOKENS for the values, and the data
+            # turn's frame beside them.
+            max_note_values_tokens=2 * NOTE_VALUES_MAX_TOKENS,
+            max_note_values_chars=_MAX_NOTE_VALUES_CHARS,
+        )
+        if restored is None:
             return False
+        self._known, self._fixed = restored.known, restored.fixed
+        self._offloading = restored.offloading
+        self._replay, self._decisions = restored.replay, restored.decisions
+        self._packed = restored.packed
         self._restored = True
         return True
 
@@ -1060,7 +627,7 @@ class CacheAwareReplay:
     def previous_request(self, prints: array[int] | None) -> None:
         self._last_request = prints
 
-    def _add(self, history: Sequence[BaseMessage], index: int, decisions: _Decisions) -> None:
+    def _add(self, history: Sequence[BaseMessage], index: int, decisions: Decisions) -> None:
         message = history[index]
         if isinstance(message, AIMessage):
             self._call(history, decisions, end=index, overflows=overflows_of(message))
@@ -1128,7 +695,7 @@ class CacheAwareReplay:
         """Whether the task taken up from a snapshot is the one `_note_task` finds in
         `history`, pinned as it would pin it."""
         replay = self._replay
-        found = _Replay()
+        found = ReplayLearning()
         for index in replay.users:
             if found.task is not None or (replay.task is not None and index > replay.task):
                 break
@@ -1179,7 +746,7 @@ class CacheAwareReplay:
         self._replay.compactable.append(index)
         self._replay.compactable_names[index] = name
 
-    def _omitted(self, decisions: _Decisions) -> int:
+    def _omitted(self, decisions: Decisions) -> int:
         """Messages of the conversation before the cut that the request leaves out: not the
         system messages, nor the note an earlier cut added (a request governed again holds
         it), so a cut that leaves out only that is no cut."""
@@ -1189,7 +756,7 @@ class CacheAwareReplay:
         pins += decisions.kept_messages - int(decisions.pinned_kept)
         return decisions.cut - systems - added - pins
 
-    def _note_tokens(self, decisions: _Decisions, omitted: int) -> int:
+    def _note_tokens(self, decisions: Decisions, omitted: int) -> int:
         """Tokens of the plain note for `omitted` messages (without summary or values)."""
         if omitted <= 0:
             return 0
@@ -1203,7 +770,7 @@ class CacheAwareReplay:
             note_tokens[(omitted, brief)] = known
         return known
 
-    def _data_tokens(self, decisions: _Decisions, omitted: int, values: str) -> int:
+    def _data_tokens(self, decisions: Decisions, omitted: int, values: str) -> int:
         """What listing `values` (with offload, handle lines) adds to the plain note of
         `omitted` messages: the data turn, the note's pointer to it, and the continuation
         turn after it (counted always: an estimate on the safe side where a user turn
@@ -1224,7 +791,7 @@ class CacheAwareReplay:
             return {"kept": lines[0], "handles": tuple(lines[1:])}
         return {"handles": tuple(lines)}
 
-    def _brief_note(self, decisions: _Decisions) -> bool:
+    def _brief_note(self, decisions: Decisions) -> bool:
         """Whether the note is brief: where the full one would take more than
         `FULL_NOTE_SHARE` of the budget less the fixed tokens and the system messages."""
         if self._full_note_tokens is None:
@@ -1232,7 +799,7 @@ class CacheAwareReplay:
         room = self._max_tokens - self._fixed - decisions.system_tokens
         return self._full_note_tokens > room * FULL_NOTE_SHARE
 
-    def _total(self, decisions: _Decisions, *, note: bool = True) -> int:
+    def _total(self, decisions: Decisions, *, note: bool = True) -> int:
         pinned = 0 if decisions.pinned is None else self._replay.tokens[decisions.pinned]
         if decisions.task_pinned:
             pinned += self._replay.task_tokens
@@ -1247,7 +814,7 @@ class CacheAwareReplay:
         return fixed + decisions.system_tokens + pinned + decisions.history_tokens
 
     def _watermarks(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
     ) -> tuple[int, int]:
         """The high and low watermarks in request tokens, at the call on the first `end`
         messages: shares of the room history has, after the fixed tokens, the system
@@ -1258,7 +825,7 @@ class CacheAwareReplay:
         return high, min(base + int(room * self._low_share), self._max_tokens)
 
     def _room(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
     ) -> tuple[int, int]:
         """What the request takes whatever history holds, and the room history has."""
         base = self._fixed + decisions.rules_tokens + decisions.system_tokens
@@ -1280,27 +847,27 @@ class CacheAwareReplay:
             tokens += replay.tokens[users[latest]]
         return tokens
 
-    def _calibration(self, decisions: _Decisions) -> Calibration:
+    def _calibration(self, decisions: Decisions) -> Calibration:
         """The conversation's own calibration, or the model's default before its first."""
         if decisions.calibration.observations or self._shared_calibration is None:
             return decisions.calibration
         return self._shared_calibration.value
 
-    def _corrected_total(self, decisions: _Decisions, *, note: bool = True) -> int:
+    def _corrected_total(self, decisions: Decisions, *, note: bool = True) -> int:
         """The request's tokens as the provider counts them: what thresholds compare."""
         return self._calibration(decisions).corrected(self._total(decisions, note=note))
 
     def _call(
         self,
         history: Sequence[BaseMessage],
-        decisions: _Decisions,
+        decisions: Decisions,
         *,
         end: int,
         overflows: Sequence[Overflow] = (),
     ) -> None:
         """The decisions at one model call, and again after each refusal for length; where
         they change the request before earlier messages, those messages' bound reasoning
-        is left out from now on (`_Decisions.left_out`). A call the provider answered
+        is left out from now on (`Decisions.left_out`). A call the provider answered
         without a refusal before it lets what earlier refusals added to the calibration
         decay (`Calibration.decayed`)."""
         if not overflows and decisions.calibration.boost != 1.0:
@@ -1324,7 +891,7 @@ class CacheAwareReplay:
             # prefix no later request is known to send again.
             decisions.left_out = decisions.left_out.with_range(end, end + 1)
 
-    def _front_key(self, decisions: _Decisions) -> tuple[Any, ...]:
+    def _front_key(self, decisions: Decisions) -> tuple[Any, ...]:
         """What the request sends before the kept part, where it has a front: the cut, the
         pins, the kept groups and the note's contents (`_build`)."""
         omitted = self._omitted(decisions)
@@ -1340,7 +907,7 @@ class CacheAwareReplay:
             self._brief_note(decisions),
         )
 
-    def _compacted_edit(self, decisions: _Decisions, before: int) -> int | None:
+    def _compacted_edit(self, decisions: Decisions, before: int) -> int | None:
         """The first position the results compacted since `before` changed in the request:
         a result sent from the cut on, or -1 for one sent in the front (a kept group)."""
         start = decisions.cut if self._omitted(decisions) > 0 else 0
@@ -1352,7 +919,7 @@ class CacheAwareReplay:
                 return -1
         return edited
 
-    def _observe_reported_size(self, message: AIMessage, decisions: _Decisions) -> None:
+    def _observe_reported_size(self, message: AIMessage, decisions: Decisions) -> None:
         """Learn from the provider's count of the request that produced `message`.
 
         Skipped where the estimate is over the budget: the last resort then shortened
@@ -1370,7 +937,7 @@ class CacheAwareReplay:
                 estimate=estimate, reported=reported, conversation=self._conversation
             )
 
-    def _step(self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int) -> None:
+    def _step(self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int) -> None:
         """The decisions at one model call on the first `end` messages.
 
         Past the high watermark (or where a result of an excluded tool left out at an
@@ -1421,7 +988,7 @@ class CacheAwareReplay:
         return high
 
     def _excluded_fits_again(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
     ) -> bool:
         """Whether the newest result of an excluded tool an earlier cut left out (for want
         of room beside the higher protection classes) would fit now."""
@@ -1437,7 +1004,7 @@ class CacheAwareReplay:
         return self._compaction.compactable_count(available)
 
     def _compact_oldest(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int, low: int
+        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int, low: int
     ) -> None:
         limit = self._compaction_limit(end)
         while decisions.compacted_count < limit and self._corrected_total(decisions) > low:
@@ -1479,12 +1046,12 @@ class CacheAwareReplay:
         placeholder = self._compaction.placeholder_for(self._replay.compactable_names[index])
         return original.model_copy(update={"content": placeholder})
 
-    def _cost(self, history: Sequence[BaseMessage], decisions: _Decisions, index: int) -> int:
+    def _cost(self, history: Sequence[BaseMessage], decisions: Decisions, index: int) -> int:
         if self._is_compacted(decisions, index):
             return self._compacted_tokens(history, index)
         return self._replay.tokens[index]
 
-    def _is_compacted(self, decisions: _Decisions, index: int) -> bool:
+    def _is_compacted(self, decisions: Decisions, index: int) -> bool:
         if index not in self._replay.compactable_names:
             return False
         rank = bisect.bisect_left(self._replay.compactable, index)
@@ -1498,7 +1065,7 @@ class CacheAwareReplay:
         return not (index == self._replay.task and self._pin_task and self._replay.task_fits)
 
     def _cut_groups(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int, low: int
+        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int, low: int
     ) -> None:
         """Cut whole groups from the front, down to the low watermark, newest group kept.
 
@@ -1556,7 +1123,7 @@ class CacheAwareReplay:
     def _cut_front(
         self,
         history: Sequence[BaseMessage],
-        decisions: _Decisions,
+        decisions: Decisions,
         *,
         newest: int,
         end: int,
@@ -1574,7 +1141,7 @@ class CacheAwareReplay:
             )
             decisions.history_tokens -= cost
             if self._is_earlier_user(history[start], start):
-                decisions.keep(_KeptGroup(start, stop, cost, EARLIER_USER))
+                decisions.keep(KeptGroup(start, stop, cost, EARLIER_USER))
             for index in range(start, stop):
                 message = history[index]
                 if isinstance(message, HumanMessage) and added_kind(message) is None:
@@ -1583,7 +1150,7 @@ class CacheAwareReplay:
             self._pin_for(history, decisions, end=end)
 
     def _keep_excluded_that_fit(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
     ) -> None:
         """Keep the groups before the cut that hold results of excluded tools, newest
         first, while they fit the budget beside the higher protection classes (the system
@@ -1613,7 +1180,7 @@ class CacheAwareReplay:
         decisions.kept_groups = tuple(sorted(decisions.kept_groups, key=lambda g: g.start))
 
     def _excluded_limit(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
     ) -> int:
         """What the request may take with the results of excluded tools, where they give
         way or come back: the budget less the share of the room the higher classes leave
@@ -1625,8 +1192,8 @@ class CacheAwareReplay:
         return self._max_tokens - int(room * (self._high_share - self._low_share))
 
     def _excluded_groups_newest_first(
-        self, history: Sequence[BaseMessage], decisions: _Decisions
-    ) -> Iterator[_KeptGroup]:
+        self, history: Sequence[BaseMessage], decisions: Decisions
+    ) -> Iterator[KeptGroup]:
         """The groups before the cut that hold results of excluded tools, newest first."""
         excluded = self._replay.excluded
         position = bisect.bisect_left(excluded, decisions.cut) - 1
@@ -1637,10 +1204,10 @@ class CacheAwareReplay:
             stop = group_end(history, start, decisions.cut)
             position = bisect.bisect_left(excluded, start) - 1
             cost = sum(self._cost(history, decisions, index) for index in range(start, stop))
-            yield _KeptGroup(start, stop, cost, EXCLUDED_TOOL)
+            yield KeptGroup(start, stop, cost, EXCLUDED_TOOL)
 
     def _earlier_users_give_way(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int, low: int
+        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int, low: int
     ) -> None:
         """The earlier user messages kept across the cut give way, oldest first: beyond
         `EARLIER_USERS_SHARE` of the room history has; and where history is still over the
@@ -1664,7 +1231,7 @@ class CacheAwareReplay:
             if oldest.start == decisions.pinned:
                 decisions.pinned_kept = False
 
-    def _left_out(self, decisions: _Decisions) -> set[int]:
+    def _left_out(self, decisions: Decisions) -> set[int]:
         """The positions before the cut a request still sends: the system messages, the
         pinned task, the pinned latest user message and the kept groups."""
         kept = {i for group in decisions.kept_groups for i in range(group.start, group.stop)}
@@ -1676,7 +1243,7 @@ class CacheAwareReplay:
         return kept
 
     def _list_note_handles(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
     ) -> None:
         """With offload, the note gives handles instead of values: the messages the cut
         leaves out are kept (each an item, and the cut's transcript of them); the note
@@ -1747,14 +1314,14 @@ class CacheAwareReplay:
         named = not isinstance(message, AIMessage) or bool(content_text_length(message.content))
         return item, named
 
-    def _framing_tokens(self, decisions: _Decisions) -> int:
+    def _framing_tokens(self, decisions: Decisions) -> int:
         """What the full note's data turn adds beside the values it lists (for a cut of a
         hundred messages: the count's digits barely matter)."""
         if self._framing_cost is None:
             self._framing_cost = self._data_tokens(decisions, 100, values_text((("", ("",)),)))
         return self._framing_cost
 
-    def _transcript_line_tokens(self, decisions: _Decisions) -> int:
+    def _transcript_line_tokens(self, decisions: Decisions) -> int:
         """What the call that reads a cut's transcript adds to the note."""
         brief = self._brief_note(decisions)
         known = self._transcript_line_cost.get(brief)
@@ -1764,7 +1331,7 @@ class CacheAwareReplay:
         return known
 
     def _list_note_values(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
     ) -> None:
         """The values the note's data turn lists for the cut just made (policy/note.py): those
         of the messages it leaves out, newest first, but values the request shows anyway
@@ -1825,7 +1392,7 @@ class CacheAwareReplay:
     def _pin_for(
         self,
         history: Sequence[BaseMessage],
-        decisions: _Decisions,
+        decisions: Decisions,
         *,
         end: int,
         pin_task: bool = True,
@@ -1860,7 +1427,7 @@ class CacheAwareReplay:
     def _build(
         self,
         history: Sequence[BaseMessage],
-        decisions: _Decisions,
+        decisions: Decisions,
         *,
         summary: str | None,
         final: int,
@@ -1935,7 +1502,7 @@ class CacheAwareReplay:
         return plan
 
     def _body_from(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, *, start: int, final: int
+        self, history: Sequence[BaseMessage], decisions: Decisions, *, start: int, final: int
     ) -> _Body:
         """The history's final positions from `start` on as sent: the previous call's,
         with the positions made final since added, where nothing else changed."""
@@ -1973,7 +1540,7 @@ class CacheAwareReplay:
     def _sent_between(
         self,
         history: Sequence[BaseMessage],
-        decisions: _Decisions,
+        decisions: Decisions,
         start: int,
         stop: int,
         *,
@@ -2006,7 +1573,7 @@ class CacheAwareReplay:
     def _front_of(
         self,
         history: Sequence[BaseMessage],
-        decisions: _Decisions,
+        decisions: Decisions,
         *,
         start: int,
         kept: list[tuple[int, str]],
@@ -2079,7 +1646,7 @@ class CacheAwareReplay:
         return front
 
     def _send(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, sent: _Sent, index: int
+        self, history: Sequence[BaseMessage], decisions: Decisions, sent: _Sent, index: int
     ) -> None:
         if self._is_compacted(decisions, index):
             copy = self._compacted_copy(history, index)
@@ -2104,7 +1671,7 @@ class CacheAwareReplay:
         front: _Sent,
         omitted: int,
         summary: str | None,
-        decisions: _Decisions,
+        decisions: Decisions,
     ) -> _Sent:
         """The front with the note at the cut (`_note_variant`), and the user turns at its
         front joined.
@@ -2116,7 +1683,7 @@ class CacheAwareReplay:
         (`policy/note.cut_turns`).
         """
         variant = self._note_variant(history, decisions, end=len(history))
-        if variant == _NOTE_NONE:
+        if variant == NOTE_NONE:
             self._join_user_turns(front)
             return front
         position = 0
@@ -2146,26 +1713,26 @@ class CacheAwareReplay:
 
     @staticmethod
     def _note_contents(
-        variant: int, summary: str | None, decisions: _Decisions
+        variant: int, summary: str | None, decisions: Decisions
     ) -> tuple[str | None, str]:
         """The summary and the listing (values, or with offload the lines naming what is
         kept) the note of `variant` quotes."""
-        if variant == _NOTE_SUMMARY:
+        if variant == NOTE_SUMMARY:
             return summary, decisions.note_values
-        if variant == _NOTE_VALUES:
+        if variant == NOTE_VALUES:
             return None, decisions.note_values
-        if variant == _NOTE_KEPT:
+        if variant == NOTE_KEPT:
             return None, decisions.note_values.partition("\n")[0]
         return None, ""
 
-    def _summary(self, decisions: _Decisions) -> str | None:
+    def _summary(self, decisions: Decisions) -> str | None:
         """The summary of the cut of `decisions`, where the caller has one."""
         if self._summary_for is None or not decisions.cut:
             return None
         return self._summary_for(decisions.cut)
 
     def _summary_room(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, omitted: int
+        self, history: Sequence[BaseMessage], decisions: Decisions, omitted: int
     ) -> int:
         """The most tokens a summary of the cut can take with the note still under the
         high watermark (`_note_variant`'s test), where the note has none yet."""
@@ -2183,7 +1750,7 @@ class CacheAwareReplay:
         return max(self._calibration(decisions).limit(high) - without - frame, 0)
 
     def _note_variant(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
     ) -> int:
         """Which note the request of the call on the first `end` messages sends at its cut:
         with the summary where it fits under the high watermark, else with the values of
@@ -2196,7 +1763,7 @@ class CacheAwareReplay:
         """
         omitted = self._omitted(decisions)
         if decisions.cut == 0 or omitted <= 0:
-            return _NOTE_NONE
+            return NOTE_NONE
         calibration = self._calibration(decisions)
         without = self._total(decisions, note=False)
         plain = self._note_tokens(decisions, omitted)
@@ -2205,12 +1772,12 @@ class CacheAwareReplay:
             high, _ = self._watermarks(history, decisions, end=end)
             turns = self._turns_tokens(decisions, omitted, summary, decisions.note_values)
             if calibration.corrected(without + turns) <= high:
-                return _NOTE_SUMMARY
+                return NOTE_SUMMARY
         values = decisions.note_values
         if values and calibration.corrected(without + plain + decisions.note_values_tokens) <= (
             self._max_tokens
         ):
-            return _NOTE_VALUES
+            return NOTE_VALUES
         # Governance's own words are never what the last resort shortens: where the rest of
         # the request does not fit (a current turn larger than the budget), the text the
         # last resort can cut gives way to the note (none on a tiny budget).
@@ -2221,13 +1788,13 @@ class CacheAwareReplay:
             # Where the lines do not fit, the call that reads the transcript still does.
             line = self._transcript_line_tokens(decisions)
             if calibration.corrected(without + plain + line) <= self._max_tokens:
-                return _NOTE_KEPT
+                return NOTE_KEPT
         if calibration.corrected(without + plain) <= self._max_tokens:
-            return _NOTE_PLAIN
-        return _NOTE_NONE
+            return NOTE_PLAIN
+        return NOTE_NONE
 
     def _shortenable_tokens(
-        self, history: Sequence[BaseMessage], decisions: _Decisions, *, end: int
+        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
     ) -> int:
         """About how many tokens the last resort can take off the kept part's newest group
         and the pinned user message (passes/truncate.py cuts the text of tool results and
@@ -2243,7 +1810,7 @@ class CacheAwareReplay:
             and added_kind(history[index]) is None
         )
 
-    def _turns_tokens(self, decisions: _Decisions, omitted: int, summary: str, values: str) -> int:
+    def _turns_tokens(self, decisions: Decisions, omitted: int, summary: str, values: str) -> int:
         """Tokens of the note's turns with `summary` and `values` (with the continuation
         turn after a data turn: on the safe side where a user turn follows anyway). The
         turns counted are those a request sends (a user turn follows them): no second copy
@@ -2327,7 +1894,7 @@ class CacheAwareReplay:
             position += 1
 
 
-def _kept(decisions: _Decisions) -> tuple[_KeptGroup, ...]:
+def _kept(decisions: Decisions) -> tuple[KeptGroup, ...]:
     """The kept groups, but the latest user message where it is pinned on its own."""
     if decisions.pinned is None:
         return decisions.kept_groups
@@ -2345,13 +1912,13 @@ def _copy_sent(sent: _Sent, messages: list[BaseMessage]) -> _Sent:
 
 
 def _fitting(
-    groups: Iterator[_KeptGroup] | Sequence[_KeptGroup],
+    groups: Iterator[KeptGroup] | Sequence[KeptGroup],
     base: int,
     limit: int,
     calibration: Calibration,
-) -> tuple[list[_KeptGroup], _KeptGroup | None]:
+) -> tuple[list[KeptGroup], KeptGroup | None]:
     """The leading `groups` that fit `limit` on top of `base`, and the first that does not."""
-    kept: list[_KeptGroup] = []
+    kept: list[KeptGroup] = []
     total = base
     for group in groups:
         if calibration.corrected(total + group.tokens) > limit:
