@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 RequestBuilder = Callable[[list[BaseMessage]], list[BaseMessage]]
-# The constants of the cache-aware policy the report names (and the trade-off varies).
+# The tuning shares of the cache-aware policy the report names (and the trade-off varies).
 POLICY_CONSTANTS = (
     "NOTE_VALUES_SHARE",
     "NOTE_VALUES_MAX_TOKENS",
@@ -201,9 +201,8 @@ def governor_policies(budget: int, *, token_counter: str = "approximate") -> lis
 
 @dataclass(frozen=True)
 class Variant:
-    """The governor at its defaults but for some settings and some constants of its
-    cache-aware policy (`langchain_context_governance.state.cache_aware`), for the
-    trade-off table."""
+    """The governor at its defaults but for some settings and some tuning shares of its
+    cache-aware policy (`langchain_context_governance.tuning`), for the trade-off table."""
 
     label: str
     settings: Mapping[str, Any] = field(default_factory=dict)
@@ -212,17 +211,17 @@ class Variant:
 
 @contextmanager
 def constants_of(variant: Variant) -> Iterator[None]:
-    """The cache-aware policy's constants set as `variant` has them, for the duration."""
-    from langchain_context_governance.state import cache_aware
+    """The tuning shares set as `variant` has them, for the duration."""
+    from langchain_context_governance import tuning
 
-    saved = {name: getattr(cache_aware, name) for name in variant.constants}
+    saved = {name: getattr(tuning, name) for name in variant.constants}
     for name, value in variant.constants.items():
-        setattr(cache_aware, name, value)
+        setattr(tuning, name, value)
     try:
         yield
     finally:
         for name, value in saved.items():
-            setattr(cache_aware, name, value)
+            setattr(tuning, name, value)
 
 
 def governor_variant_policy(
@@ -302,11 +301,10 @@ def governor_defaults() -> dict[str, Any]:
     )
     fields = ContextGovernor.model_fields
     defaults = {name: fields[name].default for name in shown if name in fields}
-    from langchain_context_governance.state import cache_aware
+    from langchain_context_governance import tuning
 
     for name in POLICY_CONSTANTS:
-        if hasattr(cache_aware, name):
-            defaults[name] = getattr(cache_aware, name)
+        defaults[name] = getattr(tuning, name)
     return defaults
 
 

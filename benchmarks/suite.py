@@ -126,9 +126,9 @@ HISTORY_KIND_POLICIES: dict[str, tuple[HistoryKind, ...]] = {
 }
 # Relative to the repository root; the runs are read from there, never copied in.
 DEFAULT_TRAJECTORIES = Path("../shared/real-trajectories")
-# The variants of the trade-off table: the defaults, other watermarks, and each constant of
-# the cache-aware policy (state/cache_aware.py) at other values; every other setting and
-# constant at its default.
+# The variants of the trade-off table: the defaults, other watermarks, and each tuning
+# share of the cache-aware policy (tuning.py) at other values; every other setting and
+# share at its default.
 TRADEOFF_VARIANTS = (
     Variant("defaults"),
     Variant("high=1.0, low=0.2", {"high_watermark": 1.0, "low_watermark": 0.2}),

@@ -43,7 +43,7 @@ from langchain_context_governance.offload import (
     store_in_run,
 )
 from langchain_context_governance.offload.tool import page_characters_for
-from langchain_context_governance.pipeline import MIN_SUMMARY_TOKENS, Call, Pipeline, report_of
+from langchain_context_governance.pipeline import Call, Pipeline, report_of
 from langchain_context_governance.report import GovernanceReport, GovernanceResult, GovernorInput
 from langchain_context_governance.rules.continued import ContinuedRepair
 from langchain_context_governance.rules.profile import Profile, resolve_profile
@@ -77,6 +77,7 @@ from langchain_context_governance.tokens.counter import (
     get_token_counter,
 )
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run
+from langchain_context_governance.tuning import MIN_SUMMARY_TOKENS
 
 __all__ = ["ContextGovernor", "GovernanceReport", "GovernanceResult", "GovernorInput"]
 

@@ -78,11 +78,12 @@ from langchain_context_governance.state.repair_stream import RepairedHistory, St
 from langchain_context_governance.state.summary import SummaryJob, summary_job
 from langchain_context_governance.tokens.calibration import Calibration, Overflow
 from langchain_context_governance.tokens.counter import MessageTokenCounter
+from langchain_context_governance.tuning import (
+    MIN_SUMMARY_TOKENS,
+)
 
 __all__ = ["FALLBACK_STEPS", "STEPS", "Call", "Pipeline", "Step"]
 
-# The smallest summary worth asking for, in tokens (a tenth of the budget otherwise).
-MIN_SUMMARY_TOKENS = 64
 
 PassFunction = Callable[[list[BaseMessage]], tuple[list[BaseMessage], int | Mapping[str, int]]]
 """A repair of a whole list: the messages and how many it changed, or counts per pass."""

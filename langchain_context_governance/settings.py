@@ -4,6 +4,7 @@
 these keywords; the README's settings table is checked against the docstrings here
 (`tests/unit_tests/test_settings.py`). A misspelt keyword is a TypeError naming the
 setting it resembles, or the one that means the same (`max_tokens` is `max_input_tokens`).
+The proportions the policies are built with are not settings: they are in `tuning.py`.
 
 Example:
     >>> settings = GovernorSettings(max_input_tokens=6_000)
@@ -34,13 +35,10 @@ from langchain_context_governance.policy.compaction import (
     ResultCompaction,
 )
 from langchain_context_governance.rules.validate import PROVIDERS
-from langchain_context_governance.state.cache_aware import (
-    DEFAULT_HIGH_WATERMARK,
-    DEFAULT_LOW_WATERMARK,
-    validate_watermarks,
-)
+from langchain_context_governance.state.cache_aware import validate_watermarks
 from langchain_context_governance.state.conversation import DEFAULT_MAX_CONVERSATIONS
 from langchain_context_governance.state.summary import DEFAULT_SUMMARY_PROMPT
+from langchain_context_governance.tuning import DEFAULT_HIGH_WATERMARK, DEFAULT_LOW_WATERMARK
 
 __all__ = [
     "DEFAULT_SUMMARY_TIMEOUT",

@@ -41,6 +41,10 @@ from langchain_context_governance.offload.store import (
     embedded_store,
     store_in_run,
 )
+from langchain_context_governance.tokens.counter import APPROXIMATE_CHARS_PER_TOKEN
+from langchain_context_governance.tuning import (
+    PAGE_SHARE,
+)
 
 __all__ = [
     "DEFAULT_PAGE_CHARACTERS",
@@ -51,10 +55,6 @@ __all__ = [
     "read_context_tool",
 ]
 
-# A page is this share of the input budget (4 characters a token): a read leaves the
-# conversation most of its room, and a page the next compaction clears costs little.
-PAGE_SHARE = 0.1
-_CHARACTERS_PER_TOKEN = 4
 # Without a budget (a governor that only repairs), a page of about 4,000 tokens.
 DEFAULT_PAGE_CHARACTERS = 16_000
 MIN_PAGE_CHARACTERS = 1_000
@@ -94,7 +94,7 @@ def page_characters_for(budget: int | None) -> int:
     """
     if budget is None:
         return DEFAULT_PAGE_CHARACTERS
-    return max(int(budget * PAGE_SHARE) * _CHARACTERS_PER_TOKEN, MIN_PAGE_CHARACTERS)
+    return max(int(budget * PAGE_SHARE) * APPROXIMATE_CHARS_PER_TOKEN, MIN_PAGE_CHARACTERS)
 
 
 def read_context_tool(

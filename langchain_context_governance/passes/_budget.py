@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-# The task (the conversation's first user message) is pinned verbatim where it takes at
-# most this share of the budget, and cut to it where larger: enough for a long brief,
-# while three quarters stay for the work itself.
-TASK_SHARE_OF_BUDGET = 0.25
+from langchain_context_governance.tuning import TASK_SHARE_OF_BUDGET
 
 
 def validate_max_tokens(max_tokens: int, *, setting: str = "max_tokens") -> None:

@@ -22,9 +22,9 @@ from langchain_context_governance.tokens.counter import (
     TokenCounterSpec,
     get_token_counter,
 )
-
-# What to keep when the history holds no user message to anchor the request on.
-KEEP_WITHOUT_USER_MESSAGE = 4
+from langchain_context_governance.tuning import (
+    KEEP_WITHOUT_USER_MESSAGE,
+)
 
 
 @functools.lru_cache(maxsize=8)

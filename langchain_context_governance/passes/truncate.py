@@ -78,20 +78,16 @@ from langchain_context_governance.tokens.counter import (
     TokenCounterSpec,
     get_token_counter,
 )
+from langchain_context_governance.tuning import (
+    CAP_LADDER_RATIO,
+    HEAD_SHARE,
+    MIN_CAP_TOKENS,
+)
 
-# Each step of the cap ladder is 80% of the one before: at most a fifth of the room a
-# message could have had is given away, and a message's cut stays the same over the
-# many calls in which the rest of the request grows within one step.
-CAP_LADDER_RATIO = 0.8
-# The last step of the ladder: about the marker alone, the most a message can be cut.
-MIN_CAP_TOKENS = 16
 # A cut that fills this share of its tokens is kept; below it, at most this many steps grow
 # it (see `_grown_to_fit`).
 _GOOD_ENOUGH_SHARE = 0.9
 _GROWTH_STEPS = 4
-# Share of the kept text shown before the marker (the rest is the tail): the start of a
-# file or log says what it is, its end holds the latest lines and error messages.
-HEAD_SHARE = 0.6
 
 TOOL_RESULT_MARKER = (
     "\n\n[... {cut:,} of {total:,} characters of this {tool_name} result were cut here to "

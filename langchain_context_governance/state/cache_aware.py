@@ -14,13 +14,13 @@ are cut too, the task first.
 - when it crosses the high watermark, the oldest compactable results are compacted,
   oldest first, until it is under the low watermark; a result once compacted stays
   compacted;
-- where that leaves history above `COMPACTION_ENOUGH_SHARE` of the way from the low to
+- where that leaves history above `tuning.COMPACTION_ENOUGH_SHARE` of the way from the low to
   the high watermark, the conversation is cut too, in the same step, in whole groups,
   down to the low watermark (one edit of the request, not a compaction now and another a
   few calls later), and that cut point is kept until the high watermark is crossed again.
 - reasoning is bound to the request it was made after (docs/reasoning.md), so edits
   come where they cost the least of it: a call that starts a user turn after a reasoning
-  model's answer edits already past `TURN_START_SHARE` of the way from the low to the
+  model's answer edits already past `tuning.TURN_START_SHARE` of the way from the low to the
   high watermark (the turn's reasoning is then made after the edit), and a call inside a
   tool loop keeps the turn's decisions while the request fits the budget. Each call
   point's edits say which earlier messages' reasoning they put behind a changed prefix
@@ -33,9 +33,9 @@ quarter of the budget where larger); the groups holding results of `exclude_tool
 (whole: an assistant message stays with all its results), newest first, while they fit
 the budget beside those (their tokens count in the watermarks' base; one left out comes
 back where it fits again); the earlier user messages, newest first, within
-`EARLIER_USERS_SHARE` of the room; then the note at the cut, which names how many
+`tuning.EARLIER_USERS_SHARE` of the room; then the note at the cut, which names how many
 messages it leaves out, and the data turn after it, which lists the values they held
-(ids, codes, dates, names, paths: `policy/note.py`) within `NOTE_VALUES_SHARE` of the
+(ids, codes, dates, names, paths: `policy/note.py`) within `tuning.NOTE_VALUES_SHARE` of the
 room. The rest goes by age. Nothing governance adds is written into a message: the note
 is a user turn of its own, joined to the user turns it meets as a separate run of
 content blocks (see `_added.py`); what it quotes from the omitted messages is an
@@ -60,6 +60,7 @@ from typing import Any, overload
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 
+from langchain_context_governance import tuning
 from langchain_context_governance._added import (
     added_kind,
     join_user_parts,
@@ -157,41 +158,9 @@ from langchain_context_governance.tokens.counter import (
     get_token_counter,
 )
 
-# Chosen with benchmarks/ from the trade-off table in benchmarks/README.md (27 real agent
-# runs, the BFCL tool-heavy replay and a 300-iteration tool loop): edit nothing while the
-# request fits, then compact or cut down to 30% of the room history has. A high watermark
-# under 1 gives the tool-heavy replay fewer cache hits than trim_messages (0.95: 59.1%
-# against 60.4%); low 0.3 shows the model more than 0.2 (86.6% of the needed facts on the
-# real runs against 84.9%) within the targets (95.2% cache hits, 0.565x ClearToolUsesEdit);
-# 0.5 goes over them (94.7%, 0.626).
-DEFAULT_HIGH_WATERMARK = 1.0
-DEFAULT_LOW_WATERMARK = 0.3
-
 # What governance added that is no message of the conversation: the note at an earlier cut
 # and its data turn (`_added.py`), in a request governed again.
 _OUTSIDE_THE_CONVERSATION = frozenset({"cut-note", "cut-data"})
-
-# Share of the room history has that a cut reserves for the values of the messages it
-# leaves out, listed in the data turn after its note (policy/note.py). Chosen with the
-# trade-off table in benchmarks/README.md: see DEFAULT_HIGH_WATERMARK.
-NOTE_VALUES_SHARE = 0.085
-NOTE_VALUES_MAX_TOKENS = 1_000
-# A step compacts the oldest results down to the low watermark; where that leaves history
-# above this share of the way from the low to the high watermark, it cuts in the same step
-# too (down to the low watermark): one edit of the request instead of a compaction now and
-# another a few calls later.
-COMPACTION_ENOUGH_SHARE = 0.25
-# Where a call starts a user turn, it edits (compacts and cuts down to the low watermark)
-# once history is past this share of the way from the low to the high watermark, so that
-# the turn's tool loop, and the reasoning bound to it, runs without an edit.
-TURN_START_SHARE = 0.5
-# Share of the room history has that the earlier user messages kept across a cut may take
-# (the newest kept, the oldest giving way first): the user's recent words stay verbatim
-# without crowding out the newest history where the room is small.
-EARLIER_USERS_SHARE = 0.1
-# The note explains itself ("Work done in them may already be complete; ...") where that
-# takes at most this share of the room history has, and is brief where the room is small.
-FULL_NOTE_SHARE = 0.05
 
 
 def validate_watermarks(*, high_watermark: float, low_watermark: float) -> None:
@@ -261,7 +230,6 @@ _JOINED_KEPT = 8
 _NOTES_KEPT = 3
 _NOTE_COUNTS_KEPT = 8
 # The longest list of values a cut writes (`dropped_values` measures them escaped).
-_MAX_NOTE_VALUES_CHARS = NOTE_VALUES_MAX_TOKENS * APPROXIMATE_CHARS_PER_TOKEN
 # Marks a compacted result in a request's fingerprints.
 _COMPACTED = 0x5F3759DF
 # At least what a line of the note's data turn naming a kept message costs (its call).
@@ -389,8 +357,8 @@ class CacheAwareReplay:
         *,
         max_tokens: int,
         counter: MessageTokenCounter,
-        high_watermark: float = DEFAULT_HIGH_WATERMARK,
-        low_watermark: float = DEFAULT_LOW_WATERMARK,
+        high_watermark: float = tuning.DEFAULT_HIGH_WATERMARK,
+        low_watermark: float = tuning.DEFAULT_LOW_WATERMARK,
         compaction: ResultCompaction | None = None,
         pin_task: bool = True,
         shared_calibration: SharedCalibration | None = None,
@@ -475,8 +443,8 @@ class CacheAwareReplay:
             final=final,
             # A cut reserves at most NOTE_VALUES_MAX_TOKENS for the values, and the data
             # turn's frame beside them.
-            max_note_values_tokens=2 * NOTE_VALUES_MAX_TOKENS,
-            max_note_values_chars=_MAX_NOTE_VALUES_CHARS,
+            max_note_values_tokens=2 * tuning.NOTE_VALUES_MAX_TOKENS,
+            max_note_values_chars=tuning.NOTE_VALUES_MAX_TOKENS * APPROXIMATE_CHARS_PER_TOKEN,
         )
         if restored is None:
             return False
@@ -793,11 +761,11 @@ class CacheAwareReplay:
 
     def _brief_note(self, decisions: Decisions) -> bool:
         """Whether the note is brief: where the full one would take more than
-        `FULL_NOTE_SHARE` of the budget less the fixed tokens and the system messages."""
+        `tuning.FULL_NOTE_SHARE` of the budget less the fixed tokens and the system messages."""
         if self._full_note_tokens is None:
             self._full_note_tokens = self._counter.count_message(HumanMessage(cut_note(1_000)))
         room = self._max_tokens - self._fixed - decisions.system_tokens
-        return self._full_note_tokens > room * FULL_NOTE_SHARE
+        return self._full_note_tokens > room * tuning.FULL_NOTE_SHARE
 
     def _total(self, decisions: Decisions, *, note: bool = True) -> int:
         pinned = 0 if decisions.pinned is None else self._replay.tokens[decisions.pinned]
@@ -952,7 +920,7 @@ class CacheAwareReplay:
         ):
             return
         self._compact_oldest(history, decisions, end=end, low=low)
-        cut_above = low + int((high - low) * COMPACTION_ENOUGH_SHARE)
+        cut_above = low + int((high - low) * tuning.COMPACTION_ENOUGH_SHARE)
         if self._corrected_total(decisions) > cut_above or decisions.readmit_tokens:
             self._cut_groups(history, decisions, end=end, low=low)
 
@@ -963,7 +931,7 @@ class CacheAwareReplay:
         invalidates what was made before it (docs/reasoning.md). A call that starts a user
         turn of a reasoning model (the user's message right after an answer that carries
         reasoning bound to its prefix) edits already where the history is past
-        `TURN_START_SHARE` of the way from the low to the high watermark: the turn's
+        `tuning.TURN_START_SHARE` of the way from the low to the high watermark: the turn's
         reasoning is then made after the edit. A call inside the turn's tool
         loop keeps the turn's decisions while the request fits the budget, whatever the
         high watermark; other calls edit past the high watermark.
@@ -982,7 +950,7 @@ class CacheAwareReplay:
             and carries_bound_reasoning(answer)
             and not declared_tool_call_ids(answer)
         ):
-            return low + int((high - low) * TURN_START_SHARE)
+            return low + int((high - low) * tuning.TURN_START_SHARE)
         if isinstance(last, ToolMessage):
             return max(high, self._max_tokens)
         return high
@@ -1072,7 +1040,7 @@ class CacheAwareReplay:
         What goes before the cut is kept or not by protection class: the results of
         excluded tools (with their calls), newest first, while they fit beside the
         higher classes (`_keep_excluded_that_fit`); the earlier user messages, newest
-        first, within `EARLIER_USERS_SHARE` of the room history has, and giving way
+        first, within `tuning.EARLIER_USERS_SHARE` of the room history has, and giving way
         where they take history over the high watermark; then the task, where it is
         what keeps the request over budget. The note lists the values of what the cut
         leaves out (`_list_note_values`), in room reserved for them before cutting.
@@ -1088,7 +1056,9 @@ class CacheAwareReplay:
         # (its frame, the note's pointer to it, the continuation turn after it), which then
         # takes no share of theirs; where the room is small, it comes out of their share,
         # so that the note does not cut deeper (and more often) for its frame.
-        decisions.note_values_tokens = min(int(room * NOTE_VALUES_SHARE), NOTE_VALUES_MAX_TOKENS)
+        decisions.note_values_tokens = min(
+            int(room * tuning.NOTE_VALUES_SHARE), tuning.NOTE_VALUES_MAX_TOKENS
+        )
         if not self._brief_note(decisions):
             decisions.note_values_tokens += self._framing_tokens(decisions)
         if self._offloading:
@@ -1210,13 +1180,13 @@ class CacheAwareReplay:
         self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int, low: int
     ) -> None:
         """The earlier user messages kept across the cut give way, oldest first: beyond
-        `EARLIER_USERS_SHARE` of the room history has; and where history is still over the
+        `tuning.EARLIER_USERS_SHARE` of the room history has; and where history is still over the
         high watermark, in one step, so that the next calls do not each move the cut by
         one group: down to the low watermark, or to half the room the rest leaves under
         the high one; where the rest alone is over it, only as far as the budget needs."""
         _, room = self._room(history, decisions, end=end)
         users = decisions.kept_tokens - decisions.kept_excluded_tokens
-        share = int(room * EARLIER_USERS_SHARE)
+        share = int(room * tuning.EARLIER_USERS_SHARE)
         high, _ = self._watermarks(history, decisions, end=end)
         total = self._corrected_total(decisions)
         rest = total - users
@@ -1952,8 +1922,8 @@ def compact_in_batches(
     messages: Sequence[MessageLikeRepresentation],
     *,
     max_tokens: int,
-    high_watermark: float = DEFAULT_HIGH_WATERMARK,
-    low_watermark: float = DEFAULT_LOW_WATERMARK,
+    high_watermark: float = tuning.DEFAULT_HIGH_WATERMARK,
+    low_watermark: float = tuning.DEFAULT_LOW_WATERMARK,
     keep_recent: int = DEFAULT_KEEP_RECENT,
     min_chars: int = DEFAULT_MIN_CHARS,
     compactable_tools: Collection[str] | None = None,

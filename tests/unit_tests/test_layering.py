@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_packing",
         "errors",
         "tokens",
+        "tuning",
         "anthropic_messages",
     ),
     ("offload",),

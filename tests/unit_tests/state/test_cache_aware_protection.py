@@ -11,7 +11,8 @@ from langchain_context_governance import ContextGovernor, get_token_counter
 from langchain_context_governance._added import added_kind, user_parts
 from langchain_context_governance.policy.compaction import ResultCompaction
 from langchain_context_governance.policy.protection import EARLIER_USER
-from langchain_context_governance.state.cache_aware import EARLIER_USERS_SHARE, CacheAwareReplay
+from langchain_context_governance.state.cache_aware import CacheAwareReplay
+from langchain_context_governance.tuning import EARLIER_USERS_SHARE
 from tests.builders import ai_calls, block_texts, call, result
 
 COUNTER = get_token_counter("approximate")
