@@ -942,11 +942,10 @@ class CacheAwareReplay:
         if end == 0:
             return high
         last = history[end - 1]
-        answer = history[end - 2] if end > 1 else None
         if (
             isinstance(last, HumanMessage)
             and added_kind(last) is None
-            and isinstance(answer, AIMessage)
+            and isinstance(answer := _answer_before(history, end - 1), AIMessage)
             and carries_bound_reasoning(answer)
             and not declared_tool_call_ids(answer)
         ):
@@ -1896,6 +1895,18 @@ def _fitting(
         total += group.tokens
         kept.append(group)
     return kept, None
+
+
+def _answer_before(history: Sequence[BaseMessage], index: int) -> BaseMessage | None:
+    """The message before the user turn that ends at `index`: a turn of several user
+    messages (the request joins them into one) starts where the first of them does, and
+    system messages in it do not end it (profiles move them)."""
+    while index > 0:
+        index -= 1
+        message = history[index]
+        if not isinstance(message, (HumanMessage, SystemMessage)) or added_kind(message):
+            return message
+    return None
 
 
 def _reached_by_the_note(front: list[BaseMessage], *kept_part: list[BaseMessage]) -> int:

@@ -213,6 +213,29 @@ def test_a_loop_whose_opening_thinking_was_left_out_is_governed_again_as_before(
     assert dumps(governor(provider, 20).govern(governed).messages) == dumps(governed)
 
 
+@pytest.mark.parametrize("provider", ["glm", "anthropic", "openai"])
+def test_a_user_turn_of_several_messages_after_reasoning_starts_a_turn_as_its_joined_one(
+    provider: str,
+) -> None:
+    """Found by make fuzz (glm): two user messages after an answer with thinking were no
+    turn start (the message before the last was no answer), while the request joins them
+    into one, which is; governing that request again edited it at the turn start's lower
+    threshold. The turn starts after the answer, however many user messages it holds."""
+    calls = [{"name": "t", "args": {}, "id": "c1", "type": "tool_call"}] * 2
+    thinking = {"type": "thinking", "thinking": "x", "signature": "sig-a2"}
+    history: list[BaseMessage] = [
+        SystemMessage("alpha"),
+        AIMessage("", tool_calls=calls),
+        AIMessage([thinking, {"type": "text", "text": "alpha"}]),
+        *[SystemMessage("alpha")] * 3,
+        HumanMessage(""),
+        HumanMessage(""),
+        SystemMessage("alpha"),
+    ]
+    governed = governor(provider, 158).govern(history).messages
+    assert dumps(governor(provider, 158).govern(governed).messages) == dumps(governed)
+
+
 @every_profile
 @given(history=histories(), budget=maybe_budgets)
 def test_input_untouched_output_deterministic_and_a_fixed_point(
