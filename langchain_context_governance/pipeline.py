@@ -59,11 +59,11 @@ from langchain_context_governance.passes.alternation import (
 from langchain_context_governance.passes.backfill import backfill_missing_tool_results_with_count
 from langchain_context_governance.passes.orphans import drop_orphan_tool_results_with_count
 from langchain_context_governance.passes.snip import snip_history_with_count
-from langchain_context_governance.passes.truncate import BudgetFit, fit_to_budget
 from langchain_context_governance.policy.compaction import (
     ResultCompaction,
     compact_all_but_newest,
 )
+from langchain_context_governance.policy.last_resort import BudgetFit, fit_to_budget
 from langchain_context_governance.report import GovernanceReport
 from langchain_context_governance.rules.profile import Profile
 from langchain_context_governance.state.binding import (
@@ -292,7 +292,7 @@ def plan_again_for_the_rules(pipeline: Pipeline, call: Call) -> None:
 
 
 def last_resort(pipeline: Pipeline, call: Call) -> None:
-    """Step 5: where the request is over budget, compact and cut text (passes/truncate.py).
+    """Step 5: where the request is over budget, compact and cut text (policy/last_resort.py).
 
     It aims at the budget, and acts only above it: a request within budget is sent as it
     is. Governing the governed request again changes nothing: it is within budget, so this

@@ -71,7 +71,7 @@ KEEP_WITHOUT_USER_MESSAGE = 4
 """Messages the `keep_recent` mode's cut keeps when the history holds no user message to
 anchor the request on."""
 
-# --- The last resort (passes/truncate.py) ---
+# --- The last resort (policy/last_resort.py) ---
 
 CAP_LADDER_RATIO = 0.8
 """Each step of the cap ladder is this share of the one before: at most a fifth of the

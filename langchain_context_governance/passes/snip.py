@@ -12,10 +12,10 @@ from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_context_governance._added import added_kind, cut_note_turn, without_added_parts
 from langchain_context_governance._messages import as_message_list, group_end, group_start
 from langchain_context_governance._reasoning import thinking_tool_loop_start
-from langchain_context_governance.passes._budget import task_pin_limit, validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.alternation import merge_leading_user_turns
-from langchain_context_governance.passes.truncate import truncate_message
+from langchain_context_governance.policy.budget import task_pin_limit, validate_max_tokens
+from langchain_context_governance.policy.last_resort import truncate_message
 from langchain_context_governance.policy.note import cut_note
 from langchain_context_governance.tokens.counter import (
     MessageTokenCounter,
@@ -139,7 +139,7 @@ def snip_history_with_count(
 
 
 # What a message cut by the last resort still costs at least: a head and a tail, and the
-# marker between them (passes/truncate.py), with room to spare.
+# marker between them (policy/last_resort.py), with room to spare.
 TRUNCATED_AT_LEAST = 128
 
 

@@ -1,1 +1,1 @@
-"""Pure decisions over a history: what governance says at a cut, and in which role."""
+"""Pure decisions over a history: compaction, protection classes, the last resort, the note."""

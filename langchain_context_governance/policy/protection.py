@@ -1,6 +1,6 @@
 """Protection classes: why a message stays when a request must give way, in one vocabulary.
 
-A cut (the cache-aware policy) and the last resort (`passes/truncate.py`) both keep what
+A cut (the cache-aware policy) and the last resort (`policy/last_resort.py`) both keep what
 matters most longest; they name it with these classes, and the report's `kept` reasons
 are the same words. `LOWEST_FIRST` is the order in which classes give way: the last
 resort cuts the text of a class only once cutting every class before it could not make

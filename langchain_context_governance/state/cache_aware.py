@@ -94,13 +94,13 @@ from langchain_context_governance.offload.kept import (
     is_read_call,
     read_call,
 )
-from langchain_context_governance.passes._budget import validate_max_tokens
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.snip import (
     TRUNCATED_AT_LEAST,
     is_task_candidate,
     pinned_task_copy,
 )
+from langchain_context_governance.policy.budget import validate_max_tokens
 from langchain_context_governance.policy.compaction import (
     DEFAULT_KEEP_RECENT,
     DEFAULT_MIN_CHARS,
@@ -1766,7 +1766,7 @@ class CacheAwareReplay:
         self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
     ) -> int:
         """About how many tokens the last resort can take off the kept part's newest group
-        and the pinned user message (passes/truncate.py cuts the text of tool results and
+        and the pinned user message (policy/last_resort.py cuts the text of tool results and
         user messages to a head, a marker and a tail; it never cuts an assistant message
         or what governance wrote). Only counted where the request does not fit."""
         positions = list(range(group_start(history, end), end))

@@ -4,8 +4,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.runnables import Runnable
 
 from langchain_context_governance import get_token_counter, truncate_oversized_messages
-from langchain_context_governance.passes.truncate import fit_to_budget
 from langchain_context_governance.policy.compaction import ResultCompaction, compacted_placeholder
+from langchain_context_governance.policy.last_resort import fit_to_budget
 from tests.builders import ai_calls, call, result
 
 COUNTER = get_token_counter("approximate")
@@ -146,7 +146,7 @@ def test_cuts_only_text_keep_pairs_and_fit_whenever_possible(sizes, task_size, b
 
 
 def test_a_densely_tokenized_message_too_large_to_count_exactly_is_cut_to_fill_its_cap():
-    from langchain_context_governance.passes.truncate import truncate_message
+    from langchain_context_governance.policy.last_resort import truncate_message
 
     # 400,000 characters are counted approximately (4 a token) by this counter; tiktoken
     # packs a run of one character far more densely, so a cut sized by the estimate alone

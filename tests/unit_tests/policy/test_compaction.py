@@ -8,7 +8,6 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from langchain_context_governance import ContextGovernor, get_token_counter, microcompact
 from langchain_context_governance.offload.kept import Offload
-from langchain_context_governance.passes.truncate import fit_to_budget
 from langchain_context_governance.policy.compaction import (
     DEFAULT_KEEP_RECENT,
     ResultCompaction,
@@ -17,6 +16,7 @@ from langchain_context_governance.policy.compaction import (
     offloaded_result,
     results_of_the_newest_call,
 )
+from langchain_context_governance.policy.last_resort import fit_to_budget
 from langchain_context_governance.state.cache_aware import CacheAwareReplay
 from tests.builders import ai_calls, call, result, tool_loop
 

@@ -1,4 +1,4 @@
-"""Budget settings shared by the passes that fit a request to a token budget."""
+"""The budget checks and the task's share, shared by the policies that fit a request to a budget."""
 
 from __future__ import annotations
 
