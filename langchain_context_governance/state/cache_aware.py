@@ -945,9 +945,7 @@ class CacheAwareReplay:
         if (
             isinstance(last, HumanMessage)
             and added_kind(last) is None
-            and isinstance(answer := _answer_before(history, end - 1), AIMessage)
-            and carries_bound_reasoning(answer)
-            and not declared_tool_call_ids(answer)
+            and _answer_carries_bound_reasoning(history, end - 1)
         ):
             return low + int((high - low) * tuning.TURN_START_SHARE)
         if isinstance(last, ToolMessage):
@@ -1897,16 +1895,53 @@ def _fitting(
     return kept, None
 
 
-def _answer_before(history: Sequence[BaseMessage], index: int) -> BaseMessage | None:
-    """The message before the user turn that ends at `index`: a turn of several user
-    messages (the request joins them into one) starts where the first of them does, and
-    system messages in it do not end it (profiles move them)."""
-    while index > 0:
+def _answer_carries_bound_reasoning(history: Sequence[BaseMessage], index: int) -> bool:
+    """Whether the answer before the user turn that ends at `index` carries reasoning bound
+    to its prefix and makes no call: the assistant messages between the turn before and
+    this one, as the request sends them. A turn of several user messages starts where the
+    first of them does (the request joins them); system messages go to the front, results
+    without a call are dropped and the user turns repairs add are no user's, so none of
+    them ends the answer (the alternation rules may merge its messages into one); a result
+    of a call ends it, as the answer comes after the tool loop."""
+    index -= 1
+    while index >= 0 and _in_the_user_turn(history[index]):
         index -= 1
+    bound = False
+    while index >= 0:
         message = history[index]
-        if not isinstance(message, (HumanMessage, SystemMessage)) or added_kind(message):
-            return message
-    return None
+        if isinstance(message, AIMessage):
+            if declared_tool_call_ids(message):
+                return False
+            bound = bound or carries_bound_reasoning(message)
+        elif _ends_the_answer(history, index):
+            break
+        index -= 1
+    return bound
+
+
+def _ends_the_answer(history: Sequence[BaseMessage], index: int) -> bool:
+    """A user's turn before the answer, or a result of a call (the tool loop before it)."""
+    message = history[index]
+    if isinstance(message, HumanMessage):
+        return added_kind(message) != "user-turn"
+    return isinstance(message, ToolMessage) and _answers_its_group(history, index)
+
+
+def _answers_its_group(history: Sequence[BaseMessage], index: int) -> bool:
+    """Whether the result at `index` answers a call of the assistant message its group
+    opens with (the repairs drop any other)."""
+    opening = index
+    while opening > 0 and isinstance(history[opening - 1], ToolMessage):
+        opening -= 1
+    result = history[index]
+    assert isinstance(result, ToolMessage)
+    return opening > 0 and result.tool_call_id in declared_tool_call_ids(history[opening - 1])
+
+
+def _in_the_user_turn(message: BaseMessage) -> bool:
+    if isinstance(message, HumanMessage):
+        return added_kind(message) is None
+    return isinstance(message, SystemMessage)
 
 
 def _reached_by_the_note(front: list[BaseMessage], *kept_part: list[BaseMessage]) -> int:

@@ -236,6 +236,32 @@ def test_a_user_turn_of_several_messages_after_reasoning_starts_a_turn_as_its_jo
     assert dumps(governor(provider, 158).govern(governed).messages) == dumps(governed)
 
 
+@pytest.mark.parametrize("provider", ["gemini", "glm", "anthropic", "openai"])
+def test_an_answer_split_by_system_messages_and_a_stray_result_is_one_answer(
+    provider: str,
+) -> None:
+    """Found by make fuzz (gemini, glm): the message before the user turn was a result
+    without a call, which the request drops, and the alternation rules merge the two
+    assistant messages around the system messages into one answer with thinking; the
+    request governed again was then a turn start, the history was not. The answer is the
+    run of assistant messages before the turn, whatever the repairs take from between."""
+    call = {"name": "read_file", "args": {"q": "alpha"}, "id": "c1", "type": "tool_call"}
+    thinking = {"type": "thinking", "thinking": "alpha", "signature": "sig-a3"}
+    history: list[BaseMessage] = [
+        AIMessage("", tool_calls=[call]),
+        AIMessage("", tool_calls=[call]),
+        HumanMessage(""),
+        AIMessage([thinking, {"type": "text", "text": "alpha"}]),
+        *[SystemMessage("alpha")] * 2,
+        AIMessage("alpha"),
+        ToolMessage("alpha", tool_call_id="c1"),
+        *[SystemMessage("alpha")] * 3,
+        HumanMessage("u11 alpha"),
+    ]
+    governed = governor(provider, 184).govern(history).messages
+    assert dumps(governor(provider, 184).govern(governed).messages) == dumps(governed)
+
+
 @every_profile
 @given(history=histories(), budget=maybe_budgets)
 def test_input_untouched_output_deterministic_and_a_fixed_point(
