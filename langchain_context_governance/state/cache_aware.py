@@ -45,17 +45,18 @@ The decisions are a deterministic function of the history and the settings: the
 history is replayed call point by call point (the model was called before every
 assistant message, and is called now at the end), so the same history always yields
 the same request and a resumed thread rebuilds the same prefix. `CacheAwareReplay`
-keeps the replay state so that a growing history only replays what is new.
+keeps the replay state so that a growing history only replays what is new, and hands its
+decisions to the request assembly (state/request_assembly.py), which makes the request
+and decides nothing.
 """
 
 from __future__ import annotations
 
 import bisect
-import weakref
 from array import array
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, overload
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
@@ -63,14 +64,11 @@ from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_context_governance import tuning
 from langchain_context_governance._added import (
     added_kind,
-    join_user_parts,
     synthetic_user_turn,
-    user_parts,
     without_added_parts,
 )
 from langchain_context_governance._messages import (
     as_message_list,
-    content_text_length,
     declared_tool_call_ids,
     group_end,
     group_start,
@@ -84,9 +82,7 @@ from langchain_context_governance._reasoning import (
 from langchain_context_governance.offload.items import (
     HANDLE_CHARACTERS,
     OffloadItem,
-    answered_call,
     cut_item,
-    message_item,
 )
 from langchain_context_governance.offload.kept import (
     Offload,
@@ -106,7 +102,6 @@ from langchain_context_governance.policy.compaction import (
     DEFAULT_MIN_CHARS,
     DEFAULT_PLACEHOLDER,
     ResultCompaction,
-    offloaded_result,
 )
 from langchain_context_governance.policy.note import (
     cut_note,
@@ -118,15 +113,10 @@ from langchain_context_governance.policy.note import (
     values_text,
 )
 from langchain_context_governance.policy.protection import (
-    CURRENT_TURN,
     EARLIER_USER,
     EXCLUDED_TOOL,
-    LATEST_USER,
-    SYSTEM,
-    TASK,
 )
 from langchain_context_governance.state.binding import LeftOut
-from langchain_context_governance.state.made import MadeMessages
 from langchain_context_governance.state.record import leading_equal
 from langchain_context_governance.state.replay_codec import (
     ReplayColumns,
@@ -142,6 +132,11 @@ from langchain_context_governance.state.replay_state import (
     Decisions,
     KeptGroup,
     ReplayLearning,
+)
+from langchain_context_governance.state.request_assembly import (
+    RequestAssembly,
+    RequestOrigins,
+    note_listing,
 )
 from langchain_context_governance.tokens.calibration import (
     UNCALIBRATED,
@@ -179,7 +174,7 @@ class CompactionPlan:
     def reasoning_candidates(self) -> Iterator[int] | None:
         """The request indices whose bound reasoning may have lost its prefix (those made
         from positions `reasoning_left_out` covers), or None where the origins cannot say."""
-        if not isinstance(self.origins, _Origins):
+        if not isinstance(self.origins, RequestOrigins):
             return None
         origins = self.origins
         return (
@@ -222,108 +217,11 @@ class CompactionPlan:
     summary_room: int = 0
 
 
-# Joined user turns and notes kept between calls: the front after a cut changes only at
-# the next cut. A cut has at most three notes (with the summary, with the values of what
-# it leaves out, plain), each kept by what it is made of: no more are kept. The plain note's count
-# is kept for a few numbers of messages left out (a cut's search tries several).
-_JOINED_KEPT = 8
-_NOTES_KEPT = 3
+# The plain note's count is kept for a few numbers of messages left out (a cut's search
+# tries several).
 _NOTE_COUNTS_KEPT = 8
-# The longest list of values a cut writes (`dropped_values` measures them escaped).
-# Marks a compacted result in a request's fingerprints.
-_COMPACTED = 0x5F3759DF
 # At least what a line of the note's data turn naming a kept message costs (its call).
 _READ_CALL_TOKENS = 8
-
-
-@dataclass
-class _Sent:
-    """Messages of a request with what each costs, its fingerprint and the history
-    positions it was made from; `compacted` are the positions sent compacted."""
-
-    messages: list[BaseMessage] = field(default_factory=list)
-    costs: list[int] = field(default_factory=list)
-    prints: list[int] = field(default_factory=list)
-    origins: list[tuple[int, ...]] = field(default_factory=list)
-    compacted: list[int] = field(default_factory=list)
-
-    def add(
-        self, message: BaseMessage, cost: int, fingerprint: int, origin: tuple[int, ...]
-    ) -> None:
-        self.messages.append(message)
-        self.costs.append(cost)
-        self.prints.append(fingerprint)
-        self.origins.append(origin)
-
-
-@dataclass
-class _Body:
-    """What the history from `start` on costs as sent (compacted results as their
-    placeholder), known up to position `upto` and extended as the history grows, while
-    the cut and the compaction stay: a call then adds its new positions only.
-
-    No message is kept: the messages are sliced from the call's history, and the
-    compacted copies (kept by `_compacted_copies` while their result lives) are found
-    again by weak reference.
-    """
-
-    start: int
-    compacted_count: int
-    upto: int
-    costs: array[int] = field(default_factory=lambda: array("q"))
-    prints: array[int] = field(default_factory=lambda: array("q"))
-    compacted: list[int] = field(default_factory=list)
-    copies: list[weakref.ref[BaseMessage]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class _Front:
-    """What a request sends before the kept part after a cut (the system messages, the
-    pinned task, the messages kept by protection class), by weak reference, with the
-    decisions it was made for (`key`); made once per cut and reused while they stay."""
-
-    key: tuple[Any, ...]
-    refs: list[weakref.ref[BaseMessage]]
-    sent: _Sent
-
-
-class _Origins(Sequence[tuple[int, ...]]):
-    """The history positions each request message was made from: those of the front, one
-    by one, then one position each for the kept part, from `body_start` on."""
-
-    def __init__(self, front: list[tuple[int, ...]], body_start: int, length: int) -> None:
-        self._front = front
-        self._body_start = body_start
-        self._length = length
-
-    def __len__(self) -> int:
-        return self._length
-
-    @overload
-    def __getitem__(self, index: int) -> tuple[int, ...]: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[tuple[int, ...]]: ...
-
-    def __getitem__(self, index: int | slice) -> tuple[int, ...] | list[tuple[int, ...]]:
-        if isinstance(index, slice):
-            return [self[position] for position in range(*index.indices(self._length))]
-        if index < 0:
-            index += self._length
-        if not 0 <= index < self._length:
-            raise IndexError(index)
-        if index < len(self._front):
-            return self._front[index]
-        return (self._body_start + index - len(self._front),)
-
-    def indices_between(self, low: int, high: int) -> Iterator[int]:
-        """The request indices of the messages made from history positions `low` to
-        `high`: the front's by a look at each, the kept part's by arithmetic."""
-        for index, made_from in enumerate(self._front):
-            if any(low <= position < high for position in made_from):
-                yield index
-        offset = len(self._front) - self._body_start
-        yield from range(max(low, self._body_start) + offset, min(high + offset, self._length))
 
 
 def _called_tool(history: Sequence[BaseMessage], index: int, call_id: str) -> str:
@@ -348,8 +246,8 @@ class CacheAwareReplay:
     replayed once and kept, the rest is replayed for this call only. `fixed_tokens` are
     this call's tokens outside the messages (request overhead and tool definitions); a
     call with other fixed tokens replays the history anew. Positions, counts and
-    fingerprints are kept, never the messages themselves (but a task cut to its share).
-    `start_over()` forgets the history.
+    fingerprints are kept, never the messages themselves; what the request is made of
+    them is the assembly's (`RequestAssembly`). `start_over()` forgets the history.
     """
 
     def __init__(
@@ -377,8 +275,9 @@ class CacheAwareReplay:
         # What tells this conversation's reports apart from others' in the shared default.
         self._conversation = object()
         self._last_request: array[int] | None = None
-        self._joined: MadeMessages[tuple[BaseMessage, int, int]] = MadeMessages(limit=_JOINED_KEPT)
-        self._notes: dict[tuple[Any, ...], list[tuple[BaseMessage, int, int]]] = {}
+        self._assembly = RequestAssembly(
+            counter=counter, compaction=self._compaction, max_tokens=max_tokens
+        )
         self._full_note_tokens: int | None = None
         # Whether the plans keep what leaves their requests (offload/), and where, during
         # a plan: placeholders and the note show handles then, and their counts differ.
@@ -396,15 +295,7 @@ class CacheAwareReplay:
         self._replay = ReplayLearning()
         self._packed = ReplayColumns()
         self._decisions = Decisions()
-        self._task_copies: MadeMessages[BaseMessage] = MadeMessages()
-        self._compacted_copies: MadeMessages[BaseMessage] = MadeMessages()
-        self._words_copies: MadeMessages[BaseMessage] = MadeMessages()
-        # The items of the messages cuts leave out (offload), kept while those messages
-        # live: cut after cut meets the same messages, and a made item was kept (written)
-        # in the call that made it.
-        self._cut_items: MadeMessages[tuple[OffloadItem | None, bool]] = MadeMessages()
-        self._front: _Front | None = None
-        self._body: _Body | None = None
+        self._assembly.start_over()
         # The positions the latest request sent compacted (their counts go in a snapshot).
         self._sent_compacted: tuple[int, ...] = ()
         # Taken up from a snapshot, and not yet checked against a history.
@@ -574,10 +465,8 @@ class CacheAwareReplay:
         summary = self._summary(decisions)
         if not same_objects:
             # What was made of the previous call's objects is not this call's.
-            self._front = None
-            if self._body is not None:
-                self._body.copies = []
-        plan = self._build(history, decisions, summary=summary, final=final)
+            self._assembly.forget_objects()
+        plan = self._plan_of(history, decisions, summary=summary, final=final)
         self._replay.forget_from(final, tool_names)
         return plan
 
@@ -676,24 +565,6 @@ class CacheAwareReplay:
         made = (found.task, found.task_fits, found.task_cut, found.task_copied)
         return taken == made and replay.task_tokens == found.task_tokens
 
-    def _task_message(self, history: Sequence[BaseMessage]) -> BaseMessage:
-        task = self._replay.task
-        assert task is not None
-        message = history[task]
-        if not self._replay.task_copied:
-            return message
-        # Made again from the history's message, and kept only while that message lives:
-        # the replay keeps no copy of the task.
-        copy = self._task_copies.get(0, (task,), history)
-        if copy is None:
-            assert isinstance(message, HumanMessage)
-            words = without_added_parts(message)
-            assert words is not None
-            copy = pinned_task_copy(words, self._max_tokens, self._counter)
-            assert copy is not None
-            self._task_copies.put(0, (task,), history, copy)
-        return copy
-
     @staticmethod
     def _result_name(history: Sequence[BaseMessage], index: int) -> str | None:
         """The tool of the result at `index` (None where it is no result)."""
@@ -744,20 +615,9 @@ class CacheAwareReplay:
         turn after it (counted always: an estimate on the safe side where a user turn
         follows anyway)."""
         brief = self._brief_note(decisions)
-        turns = cut_turns(omitted, **self._listing(values), brief=brief, user_turn_follows=False)
+        listing = note_listing(values, offloading=self._offloading)
+        turns = cut_turns(omitted, **listing, brief=brief, user_turn_follows=False)
         return sum(map(self._counter.count_message, turns)) - self._note_tokens(decisions, omitted)
-
-    def _listing(self, listed: str) -> dict[str, Any]:
-        """What the note says of the cut's `note_values`: the values its data turn lists;
-        with offload, the call that reads the cut's transcript (the first line, in the
-        note's own words where it is exactly such a call) and the lines naming the
-        messages kept, in its data turn."""
-        if not self._offloading:
-            return {"values": listed}
-        lines = listed.splitlines()
-        if lines and is_read_call(lines[0]):
-            return {"kept": lines[0], "handles": tuple(lines[1:])}
-        return {"handles": tuple(lines)}
 
     def _brief_note(self, decisions: Decisions) -> bool:
         """Whether the note is brief: where the full one would take more than
@@ -861,7 +721,7 @@ class CacheAwareReplay:
 
     def _front_key(self, decisions: Decisions) -> tuple[Any, ...]:
         """What the request sends before the kept part, where it has a front: the cut, the
-        pins, the kept groups and the note's contents (`_build`)."""
+        pins, the kept groups and the note's contents (`RequestAssembly.build`)."""
         omitted = self._omitted(decisions)
         if decisions.cut == 0 or omitted <= 0:
             return ()
@@ -975,52 +835,17 @@ class CacheAwareReplay:
         while decisions.compacted_count < limit and self._corrected_total(decisions) > low:
             index = self._replay.compactable[decisions.compacted_count]
             decisions.compacted_count += 1
-            saved = self._replay.tokens[index] - self._compacted_tokens(history, index)
+            compacted = self._assembly.compacted_tokens(history, index, self._replay, self._offload)
+            saved = self._replay.tokens[index] - compacted
             if index >= decisions.cut:
                 decisions.history_tokens -= saved
             # A kept group keeps the cost it had when the cut kept it: an estimate on the
             # safe side, which spares a scan of the kept groups per compacted result.
 
-    def _compacted_tokens(
-        self, history: Sequence[BaseMessage], index: int, copy: BaseMessage | None = None
-    ) -> int:
-        """What the result at `index` costs compacted; `copy`: its compacted copy, where
-        the caller made it already."""
-        known = self._replay.compacted_tokens.get(index)
-        if known is None:
-            if copy is None:
-                copy = self._compacted_copy(history, index)
-            known = self._counter.count_message(copy)
-            self._replay.compacted_tokens[index] = known
-        return known
-
-    def _compacted_copy(self, history: Sequence[BaseMessage], index: int) -> ToolMessage:
-        original = history[index]
-        assert isinstance(original, ToolMessage)
-        if self._offload is not None:
-            # Kept while the result lives: making it digests the result, and its item is
-            # kept (in the call's `Offload`) when it is made.
-            copy = self._compacted_copies.get(index, (index,), history)
-            if copy is None:
-                _, args = answered_call(history, index)
-                name = self._replay.compactable_names[index]
-                copy = offloaded_result(original, name, args, self._offload)
-                self._compacted_copies.put(index, (index,), history, copy)
-            assert isinstance(copy, ToolMessage)
-            return copy
-        placeholder = self._compaction.placeholder_for(self._replay.compactable_names[index])
-        return original.model_copy(update={"content": placeholder})
-
     def _cost(self, history: Sequence[BaseMessage], decisions: Decisions, index: int) -> int:
-        if self._is_compacted(decisions, index):
-            return self._compacted_tokens(history, index)
+        if self._replay.is_compacted(index, decisions.compacted_count):
+            return self._assembly.compacted_tokens(history, index, self._replay, self._offload)
         return self._replay.tokens[index]
-
-    def _is_compacted(self, decisions: Decisions, index: int) -> bool:
-        if index not in self._replay.compactable_names:
-            return False
-        rank = bisect.bisect_left(self._replay.compactable, index)
-        return rank < decisions.compacted_count
 
     def _is_earlier_user(self, message: BaseMessage, index: int) -> bool:
         """Whether a cut keeps `message` as an earlier user message: a user's own
@@ -1220,19 +1045,16 @@ class CacheAwareReplay:
         reserve = decisions.note_values_tokens
         decisions.note_values, decisions.note_values_tokens = "", 0
         omitted = self._omitted(decisions)
-        if omitted <= 0 or reserve <= 0 or self._offload is None:
+        offload = self._offload
+        if omitted <= 0 or reserve <= 0 or offload is None:
             return
         sent = self._left_out(decisions)
         parts: list[OffloadItem] = []
         listed: list[OffloadItem] = []
-        for index, message in enumerate(history[: decisions.cut]):
+        for index in range(decisions.cut):
             if index in sent:
                 continue
-            part = self._cut_items.get(index, (index,), history)
-            if part is None:
-                part = self._cut_part(history, index, message)
-                self._cut_items.put(index, (index,), history, part)
-            item, named = part
+            item, named = self._assembly.cut_part(history, index, offload)
             if item is not None:
                 parts.append(item)
                 if named:
@@ -1240,7 +1062,7 @@ class CacheAwareReplay:
         if not parts:
             return
         transcript = cut_item(parts)
-        self._offload.keep(transcript)
+        offload.keep(transcript)
         brief = self._brief_note(decisions)
         lines = [read_call(transcript.handle)]
         # A line is at least a call (about 9 tokens): no more than this many can fit.
@@ -1263,23 +1085,6 @@ class CacheAwareReplay:
                 high = middle - 1
         decisions.note_values = "\n".join(lines[:fitting])
         decisions.note_values_tokens = tokens
-
-    def _cut_part(
-        self, history: Sequence[BaseMessage], index: int, message: BaseMessage
-    ) -> tuple[OffloadItem | None, bool]:
-        """The item of a message a cut leaves out, kept in this call's `Offload`, and
-        whether the note names it (not an assistant message of calls alone); no item for
-        a message governance added."""
-        assert self._offload is not None
-        if added_kind(message) is not None:
-            return None, False
-        name, args = (
-            answered_call(history, index) if isinstance(message, ToolMessage) else ("", None)
-        )
-        item = message_item(message, name, args)
-        self._offload.keep(item)
-        named = not isinstance(message, AIMessage) or bool(content_text_length(message.content))
-        return item, named
 
     def _framing_tokens(self, decisions: Decisions) -> int:
         """What the full note's data turn adds beside the values it lists (for a cut of a
@@ -1391,7 +1196,7 @@ class CacheAwareReplay:
             group.start == decisions.pinned for group in decisions.kept_groups
         )
 
-    def _build(
+    def _plan_of(
         self,
         history: Sequence[BaseMessage],
         decisions: Decisions,
@@ -1399,52 +1204,29 @@ class CacheAwareReplay:
         summary: str | None,
         final: int,
     ) -> CompactionPlan:
-        """The request of the decisions: after a cut, the front (system messages, the task,
-        the messages kept by protection class, the note), then the history from the cut.
-
-        What was sent of the final positions is reused while the cut and the compaction
-        stay (`_body_from`), so a call adds its new messages only; the front is made once
-        per cut (`_front_of`) and only the note is chosen again, by the request's size.
-        """
-        end = len(history)
+        """The plan of the decisions: the request the assembly makes of them (after a cut,
+        the front with the note, then the history from the cut), what it leaves out and
+        why, and how much of the previous request it sends again."""
         omitted = self._omitted(decisions)
         # A cut that leaves nothing out (everything before it is protected) is no cut:
         # the history goes as it is, so governing the request again changes nothing.
         start = decisions.cut if omitted > 0 else 0
-        body = self._body_from(history, decisions, start=start, final=final)
-        body_messages = self._body_messages(history, body)
-        tail = self._sent_between(history, decisions, max(body.upto, start), end)
-        kept: list[tuple[int, str]] = []
-        front = _Sent()
-        # The kept part's first messages the note and the joins reach: its leading system
-        # messages where only system messages are in front of them, then its leading user
-        # turns; they go with the front.
-        joined_body = 0
-        if start > 0:
-            front = self._front_of(history, decisions, start=start, kept=kept, final=final)
-            joined_body = _reached_by_the_note(front.messages, body_messages, tail.messages)
-            for offset in range(joined_body):
-                if offset < len(body_messages):
-                    message, cost = body_messages[offset], body.costs[offset]
-                    fingerprint = body.prints[offset]
-                else:
-                    at = offset - len(body_messages)
-                    message, cost, fingerprint = tail.messages[at], tail.costs[at], tail.prints[at]
-                front.add(message, cost, fingerprint, (start + offset,))
-            front = self._with_cut_note(history, front, omitted, summary, decisions)
-        skipped = max(joined_body - len(body_messages), 0)
-        request = [*front.messages, *body_messages[joined_body:], *tail.messages[skipped:]]
-        prints = array("q", front.prints)
-        prints.extend(body.prints[joined_body:])
-        prints.fromlist(tail.prints[skipped:])
-        costs = array("q", front.costs)
-        costs.extend(body.costs[joined_body:])
-        costs.fromlist(tail.costs[skipped:])
+        request = self._assembly.build(
+            history,
+            self._replay,
+            decisions,
+            start=start,
+            omitted=omitted,
+            summary=summary,
+            brief=start > 0 and self._brief_note(decisions),
+            final=final,
+            offload=self._offload,
+        )
+        prints, costs, compacted = request.prints, request.costs, request.compacted
         tokens_after = self._fixed + sum(costs)
-        compacted = (*front.compacted, *body.compacted, *tail.compacted)
         self._sent_compacted = compacted
         plan = CompactionPlan(
-            messages=request,
+            messages=request.messages,
             compacted=len(compacted),
             removed=omitted if start > 0 else 0,
             tokens_before=self._fixed + decisions.raw_tokens,
@@ -1453,8 +1235,8 @@ class CacheAwareReplay:
             omitted=omitted if start > 0 else 0,
             task_pinned=decisions.task_pinned and start > 0,
             compacted_positions=compacted,
-            kept=tuple(kept),
-            origins=_Origins(front.origins, start + joined_body, len(request)),
+            kept=request.kept,
+            origins=request.origins,
             calibration=self._calibration(decisions),
             fingerprints=prints,
             reasoning_left_out=decisions.left_out,
@@ -1467,230 +1249,6 @@ class CacheAwareReplay:
             plan.unchanged_prefix_tokens = max(tokens_after - sum(costs[unchanged:]), 0)
         self._last_request = prints
         return plan
-
-    def _body_from(
-        self, history: Sequence[BaseMessage], decisions: Decisions, *, start: int, final: int
-    ) -> _Body:
-        """The history's final positions from `start` on as sent: the previous call's,
-        with the positions made final since added, where nothing else changed."""
-        body = self._body
-        if (
-            body is None
-            or body.start != start
-            or body.compacted_count != decisions.compacted_count
-            or body.upto > max(final, start)
-        ):
-            body = _Body(start=start, compacted_count=decisions.compacted_count, upto=start)
-        if final > body.upto:
-            added = self._sent_between(history, decisions, body.upto, final, messages=False)
-            body.costs.fromlist(added.costs)
-            body.prints.fromlist(added.prints)
-            body.compacted.extend(added.compacted)
-            body.upto = final
-        self._body = body
-        return body
-
-    def _body_messages(self, history: Sequence[BaseMessage], body: _Body) -> list[BaseMessage]:
-        """The messages of `body` as sent on this call: a slice of the history with the
-        compacted copies in place, found by weak reference while they are this call's."""
-        messages: list[BaseMessage] = history[body.start : body.upto]  # type: ignore[assignment]
-        found = [ref() for ref in body.copies]
-        if len(found) == len(body.compacted) and None not in found:
-            copies: list[BaseMessage] = found  # type: ignore[assignment]
-        else:
-            copies = [self._compacted_copy(history, index) for index in body.compacted]
-            body.copies = [weakref.ref(copy) for copy in copies]
-        for index, copy in zip(body.compacted, copies, strict=True):
-            messages[index - body.start] = copy
-        return messages
-
-    def _sent_between(
-        self,
-        history: Sequence[BaseMessage],
-        decisions: Decisions,
-        start: int,
-        stop: int,
-        *,
-        messages: bool = True,
-    ) -> _Sent:
-        """History positions `start` to `stop` as sent (compacted results as their
-        placeholder, see `_compacted_copy`): costs, prints, and the messages themselves
-        where `messages`, as slices of the history."""
-        if stop <= start:
-            return _Sent()
-        replay = self._replay
-        sent = _Sent(
-            messages=history[start:stop] if messages else [],  # type: ignore[arg-type]
-            costs=replay.tokens[start:stop].tolist(),
-            prints=replay.prints_between(history, start, stop),
-        )
-        compactable = replay.compactable
-        first = bisect.bisect_left(compactable, start)
-        last = min(bisect.bisect_left(compactable, stop), decisions.compacted_count)
-        for index in compactable[first:last]:
-            offset = index - start
-            copy = None
-            if messages:
-                copy = sent.messages[offset] = self._compacted_copy(history, index)
-            sent.costs[offset] = self._compacted_tokens(history, index, copy)
-            sent.prints[offset] ^= _COMPACTED
-            sent.compacted.append(index)
-        return sent
-
-    def _front_of(
-        self,
-        history: Sequence[BaseMessage],
-        decisions: Decisions,
-        *,
-        start: int,
-        kept: list[tuple[int, str]],
-        final: int,
-    ) -> _Sent:
-        """The system messages before the cut, the pinned task and the pins, as sent; made
-        once per set of decisions where they are all final. `kept` gets each pinned
-        position's protection class."""
-        replay = self._replay
-        end = len(history)
-        pins = [(group.start, group.stop, group.why) for group in _kept(decisions)]
-        if decisions.pinned is not None:
-            users = replay.users
-            first_after = bisect.bisect_left(users, start)
-            current = first_after >= len(users) or users[first_after] >= end
-            why = CURRENT_TURN if current else LATEST_USER
-            pins.append((decisions.pinned, decisions.pinned + 1, why))
-        pins.sort()
-        for index in replay.system_indices:
-            if index >= start:
-                break
-            kept.append((index, SYSTEM))
-        if decisions.task_pinned:
-            assert replay.task is not None
-            kept.append((replay.task, TASK))
-        kept.extend(
-            (index, why)
-            for pin_start, pin_stop, why in pins
-            for index in range(pin_start, pin_stop)
-        )
-        key = (
-            start,
-            decisions.task_pinned,
-            decisions.pinned,
-            decisions.kept_groups,
-            decisions.compacted_count,
-        )
-        if self._front is not None and self._front.key == key and start <= final:
-            messages = [ref() for ref in self._front.refs]
-            if None not in messages:
-                return _copy_sent(self._front.sent, messages)  # type: ignore[arg-type]
-        front = _Sent()
-        for index in replay.system_indices:
-            if index >= start:
-                break
-            self._send(history, decisions, front, index)
-        if decisions.task_pinned:
-            task = self._task_message(history)
-            assert replay.task is not None
-            front.add(task, replay.task_tokens, message_fingerprint(task), (replay.task,))
-        for pin_start, pin_stop, _ in pins:
-            for index in range(pin_start, pin_stop):
-                message = history[index]
-                words = without_added_parts(message) if isinstance(message, HumanMessage) else None
-                if words is None or words is message:
-                    self._send(history, decisions, front, index)
-                else:
-                    # A pinned user message without what an earlier cut stored in it (its
-                    # note), kept while that message lives.
-                    copy = self._words_copies.get(index, (index,), history)
-                    if copy is None:
-                        copy = words
-                        self._words_copies.put(index, (index,), history, copy)
-                    front.add(
-                        copy, self._counter.count_message(copy), message_fingerprint(copy), (index,)
-                    )
-        if start <= final:
-            refs = [weakref.ref(message) for message in front.messages]
-            self._front = _Front(key, refs, _copy_sent(front, []))
-        return front
-
-    def _send(
-        self, history: Sequence[BaseMessage], decisions: Decisions, sent: _Sent, index: int
-    ) -> None:
-        if self._is_compacted(decisions, index):
-            copy = self._compacted_copy(history, index)
-            sent.add(
-                copy,
-                self._compacted_tokens(history, index, copy),
-                self._replay.prints_between(history, index, index + 1)[0] ^ _COMPACTED,
-                (index,),
-            )
-            sent.compacted.append(index)
-        else:
-            sent.add(
-                history[index],
-                self._replay.tokens[index],
-                self._replay.prints_between(history, index, index + 1)[0],
-                (index,),
-            )
-
-    def _with_cut_note(
-        self,
-        history: Sequence[BaseMessage],
-        front: _Sent,
-        omitted: int,
-        summary: str | None,
-        decisions: Decisions,
-    ) -> _Sent:
-        """The front with the note at the cut (`_note_variant`), and the user turns at its
-        front joined.
-
-        The note goes right after the pinned task (or the system messages), as a user turn
-        of its own; where it meets other user turns they are joined into one message, each
-        its own run of blocks (see `_added.py`). What it quotes from the omitted messages
-        (the summary, the values) is the data turn right after it, followed by a user turn
-        (`policy/note.cut_turns`).
-        """
-        variant = self._note_variant(history, decisions, end=len(history))
-        if variant == NOTE_NONE:
-            self._join_user_turns(front)
-            return front
-        position = 0
-        while position < len(front.messages) and isinstance(
-            front.messages[position], SystemMessage
-        ):
-            position += 1
-        if decisions.task_pinned:
-            position += 1
-        follows = position < len(front.messages) and isinstance(
-            front.messages[position], HumanMessage
-        )
-        text, listed = self._note_contents(variant, summary, decisions)
-        turns = self._note_turns(
-            omitted, text, listed, brief=self._brief_note(decisions), follows=follows
-        )
-        messages, costs, prints = (list(column) for column in zip(*turns, strict=True))
-        noted = _Sent(
-            messages=[*front.messages[:position], *messages, *front.messages[position:]],
-            costs=[*front.costs[:position], *costs, *front.costs[position:]],
-            prints=[*front.prints[:position], *prints, *front.prints[position:]],
-            origins=[*front.origins[:position], *[()] * len(turns), *front.origins[position:]],
-            compacted=front.compacted,
-        )
-        self._join_user_turns(noted)
-        return noted
-
-    @staticmethod
-    def _note_contents(
-        variant: int, summary: str | None, decisions: Decisions
-    ) -> tuple[str | None, str]:
-        """The summary and the listing (values, or with offload the lines naming what is
-        kept) the note of `variant` quotes."""
-        if variant == NOTE_SUMMARY:
-            return summary, decisions.note_values
-        if variant == NOTE_VALUES:
-            return None, decisions.note_values
-        if variant == NOTE_KEPT:
-            return None, decisions.note_values.partition("\n")[0]
-        return None, ""
 
     def _summary(self, decisions: Decisions) -> str | None:
         """The summary of the cut of `decisions`, where the caller has one."""
@@ -1710,7 +1268,7 @@ class CacheAwareReplay:
         turns = cut_turns(
             omitted,
             summary=".",
-            **self._listing(decisions.note_values),
+            **note_listing(decisions.note_values, offloading=self._offloading),
             brief=self._brief_note(decisions),
         )
         frame = sum(map(self._counter.count_message, turns)) + self._continuation_tokens()
@@ -1782,8 +1340,13 @@ class CacheAwareReplay:
         turn after a data turn: on the safe side where a user turn follows anyway). The
         turns counted are those a request sends (a user turn follows them): no second copy
         of them is kept for the count."""
-        turns = self._note_turns(
-            omitted, summary, values, brief=self._brief_note(decisions), follows=True
+        turns = self._assembly.note_turns(
+            omitted,
+            summary,
+            values,
+            brief=self._brief_note(decisions),
+            follows=True,
+            offloading=self._offloading,
         )
         tokens = sum(cost for _, cost, _ in turns)
         if len(turns) > 1:
@@ -1795,87 +1358,6 @@ class CacheAwareReplay:
         if self._continuation_cost is None:
             self._continuation_cost = self._counter.count_message(synthetic_user_turn())
         return self._continuation_cost
-
-    def _note_turns(
-        self, omitted: int, summary: str | None, values: str, *, brief: bool, follows: bool
-    ) -> list[tuple[BaseMessage, int, int]]:
-        """The note at a cut of `omitted` messages (with the data turn quoting `summary`
-        and the `values` they held; `brief`; `follows`: a user turn comes after it) as
-        messages, each with its count and print."""
-        # Kept by what it is made of (the summary and the values are the very texts the
-        # state keeps: no second copy of them).
-        key = (omitted, summary, values, brief, follows)
-        made = self._notes.get(key)
-        if made is None:
-            turns = cut_turns(
-                omitted,
-                summary=summary,
-                **self._listing(values),
-                brief=brief,
-                user_turn_follows=follows,
-            )
-            made = [
-                (turn, self._counter.count_message(turn), message_fingerprint(turn))
-                for turn in turns
-            ]
-            if len(self._notes) >= _NOTES_KEPT:
-                self._notes.clear()
-            self._notes[key] = made
-        return made
-
-    def _join_user_turns(self, sent: _Sent) -> None:
-        """Join the user turns that meet after a cut (the task, the note, the user messages
-        kept across the cut, the kept part's first), as role alternation would on every
-        call: joined here, once per cut, the request needs no repair and keeps its prefix.
-
-        Only the front can hold user turns that meet: the repaired history never has two
-        user messages in a row (its repairs merged them).
-        """
-        output, costs, prints, origins = sent.messages, sent.costs, sent.prints, sent.origins
-        position = 0
-        while position < len(output):
-            stop = position
-            while stop < len(output) and isinstance(output[stop], HumanMessage):
-                stop += 1
-            if stop - position < 2:
-                position = stop + 1 if stop == position else stop
-                continue
-            run = output[position:stop]
-            key = tuple(prints[position:stop])
-            joined = self._joined.get(key, range(position, stop), output)
-            if joined is None:
-                parts = [user_parts(message) for message in run]
-                template = run[0]
-                assert isinstance(template, HumanMessage)
-                message = join_user_parts(parts, template=template)
-                joined = (
-                    message,
-                    self._counter.count_message(message),
-                    message_fingerprint(message),
-                )
-                self._joined.put(key, range(position, stop), output, joined)
-            output[position:stop] = [joined[0]]
-            costs[position:stop] = [joined[1]]
-            prints[position:stop] = [joined[2]]
-            origins[position:stop] = [tuple(o for run in origins[position:stop] for o in run)]
-            position += 1
-
-
-def _kept(decisions: Decisions) -> tuple[KeptGroup, ...]:
-    """The kept groups, but the latest user message where it is pinned on its own."""
-    if decisions.pinned is None:
-        return decisions.kept_groups
-    return tuple(group for group in decisions.kept_groups if group.start != decisions.pinned)
-
-
-def _copy_sent(sent: _Sent, messages: list[BaseMessage]) -> _Sent:
-    return _Sent(
-        list(messages),
-        list(sent.costs),
-        list(sent.prints),
-        list(sent.origins),
-        list(sent.compacted),
-    )
 
 
 def _fitting(
@@ -1942,25 +1424,6 @@ def _in_the_user_turn(message: BaseMessage) -> bool:
     if isinstance(message, HumanMessage):
         return added_kind(message) is None
     return isinstance(message, SystemMessage)
-
-
-def _reached_by_the_note(front: list[BaseMessage], *kept_part: list[BaseMessage]) -> int:
-    """How many first messages of the kept part (the concatenation of `kept_part`) the
-    note at a cut reaches: the note goes after the request's leading system messages (so
-    after those of the kept part too where `front` holds only system messages), and joins
-    the user turns right after it."""
-    count = 0
-    systems = all(isinstance(message, SystemMessage) for message in front)
-    for part in kept_part:
-        for message in part:
-            if systems and isinstance(message, SystemMessage):
-                count += 1
-                continue
-            systems = False
-            if not isinstance(message, HumanMessage):
-                return count
-            count += 1
-    return count
 
 
 @runnable_when_called_without_messages

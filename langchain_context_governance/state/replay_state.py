@@ -87,6 +87,13 @@ class ReplayLearning:
                     prints[offset] = self.prints[start + offset] = message_fingerprint(message)
         return prints
 
+    def is_compacted(self, index: int, compacted_count: int) -> bool:
+        """Whether the position `index` is a result among the first `compacted_count`
+        compactable ones (those the decisions compacted)."""
+        if index not in self.compactable_names:
+            return False
+        return bisect.bisect_left(self.compactable, index) < compacted_count
+
     def forget_from(self, index: int, tool_names: int) -> None:
         """Drop what was learned from position `index` on, and tool names past the first ones."""
         self.prints_unknown_below = min(self.prints_unknown_below, index)

@@ -33,6 +33,7 @@ from langchain_context_governance import governor as governor_module
 from langchain_context_governance._packing import pack_ints, unpack_ints
 from langchain_context_governance.state.cache_aware import CacheAwareReplay
 from langchain_context_governance.state.repair_stream import RepairStream, _groups
+from langchain_context_governance.state.request_assembly import RequestAssembly
 from langchain_context_governance.testing import ScriptedChatModel
 from tests.builders import ai_calls, call, result
 from tests.strategies import histories, without_content
@@ -220,13 +221,13 @@ def test_a_record_carries_what_the_compacted_results_sent_cost(
     assert unpack_ints(outcome.record["resume"]["replay"]["compacted_tokens"][0])
     history = [*history, *agent_run(203)[-6:]]
     copied: list[int] = []
-    compacted_copy = CacheAwareReplay._compacted_copy
+    compacted_copy = RequestAssembly._compacted_copy
 
-    def counted_copy(replay: CacheAwareReplay, history: Any, index: int) -> Any:
+    def counted_copy(assembly: RequestAssembly, history: Any, index: int, *rest: Any) -> Any:
         copied.append(index)
-        return compacted_copy(replay, history, index)
+        return compacted_copy(assembly, history, index, *rest)
 
-    monkeypatch.setattr(CacheAwareReplay, "_compacted_copy", counted_copy)
+    monkeypatch.setattr(RequestAssembly, "_compacted_copy", counted_copy)
     continued = make().govern(reloaded(history), thread_id="t", record=outcome.record)
     assert copied and len(copied) == len(set(copied))
     monkeypatch.undo()
