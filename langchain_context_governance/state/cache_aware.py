@@ -45,9 +45,9 @@ The decisions are a deterministic function of the history and the settings: the
 history is replayed call point by call point (the model was called before every
 assistant message, and is called now at the end), so the same history always yields
 the same request and a resumed thread rebuilds the same prefix. `CacheAwareReplay`
-keeps the replay state so that a growing history only replays what is new, and hands its
-decisions to the request assembly (state/request_assembly.py), which makes the request
-and decides nothing.
+keeps the replay state so that a growing history only replays what is new, sizes the note
+at a cut with `NoteSizing` (state/note_sizing.py), and hands its decisions to the request
+assembly (state/request_assembly.py), which makes the request and decides nothing.
 """
 
 from __future__ import annotations
@@ -64,7 +64,6 @@ from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_context_governance import tuning
 from langchain_context_governance._added import (
     added_kind,
-    synthetic_user_turn,
     without_added_parts,
 )
 from langchain_context_governance._messages import (
@@ -79,20 +78,11 @@ from langchain_context_governance._reasoning import (
     carries_bound_reasoning,
     thinking_tool_loop_start,
 )
-from langchain_context_governance.offload.items import (
-    HANDLE_CHARACTERS,
-    OffloadItem,
-    cut_item,
-)
 from langchain_context_governance.offload.kept import (
     Offload,
-    handle_line,
-    is_read_call,
-    read_call,
 )
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 from langchain_context_governance.passes.snip import (
-    TRUNCATED_AT_LEAST,
     is_task_candidate,
     pinned_task_copy,
 )
@@ -103,20 +93,12 @@ from langchain_context_governance.policy.compaction import (
     DEFAULT_PLACEHOLDER,
     ResultCompaction,
 )
-from langchain_context_governance.policy.note import (
-    cut_note,
-    cut_turns,
-    dropped_values,
-    grouped,
-    shown_words,
-    values_of,
-    values_text,
-)
 from langchain_context_governance.policy.protection import (
     EARLIER_USER,
     EXCLUDED_TOOL,
 )
 from langchain_context_governance.state.binding import LeftOut
+from langchain_context_governance.state.note_sizing import NoteSizing
 from langchain_context_governance.state.record import leading_equal
 from langchain_context_governance.state.replay_codec import (
     ReplayColumns,
@@ -124,11 +106,7 @@ from langchain_context_governance.state.replay_codec import (
     snapshot_replay,
 )
 from langchain_context_governance.state.replay_state import (
-    NOTE_KEPT,
     NOTE_NONE,
-    NOTE_PLAIN,
-    NOTE_SUMMARY,
-    NOTE_VALUES,
     Decisions,
     KeptGroup,
     ReplayLearning,
@@ -136,7 +114,6 @@ from langchain_context_governance.state.replay_state import (
 from langchain_context_governance.state.request_assembly import (
     RequestAssembly,
     RequestOrigins,
-    note_listing,
 )
 from langchain_context_governance.tokens.calibration import (
     UNCALIBRATED,
@@ -217,13 +194,6 @@ class CompactionPlan:
     summary_room: int = 0
 
 
-# The plain note's count is kept for a few numbers of messages left out (a cut's search
-# tries several).
-_NOTE_COUNTS_KEPT = 8
-# At least what a line of the note's data turn naming a kept message costs (its call).
-_READ_CALL_TOKENS = 8
-
-
 def _called_tool(history: Sequence[BaseMessage], index: int, call_id: str) -> str:
     """The tool of the call the result at `index` answers: in the repaired history, a
     result comes right after its call's assistant message and the results before it."""
@@ -265,7 +235,6 @@ class CacheAwareReplay:
         validate_max_tokens(max_tokens)
         validate_watermarks(high_watermark=high_watermark, low_watermark=low_watermark)
         self._counter = counter
-        self._fixed = 0
         self._high_share = high_watermark
         self._low_share = low_watermark
         self._compaction = compaction if compaction is not None else ResultCompaction()
@@ -278,14 +247,11 @@ class CacheAwareReplay:
         self._assembly = RequestAssembly(
             counter=counter, compaction=self._compaction, max_tokens=max_tokens
         )
-        self._full_note_tokens: int | None = None
-        # Whether the plans keep what leaves their requests (offload/), and where, during
-        # a plan: placeholders and the note show handles then, and their counts differ.
-        self._offloading = False
+        self._sizing = NoteSizing(counter=counter, max_tokens=max_tokens, assembly=self._assembly)
+        # Where the plans keep what leaves their requests (offload/), during a plan:
+        # placeholders and the note show handles then (`NoteSizing.offloading`), and their
+        # counts differ.
         self._offload: Offload | None = None
-        self._transcript_line_cost: dict[bool, int] = {}
-        self._continuation_cost: int | None = None
-        self._framing_cost: int | None = None
         self._summary_for: Callable[[int], str | None] | None = None
         self.start_over()
 
@@ -310,10 +276,10 @@ class CacheAwareReplay:
             self._packed,
             self._replay,
             self._decisions,
-            fixed=self._fixed,
+            fixed=self._sizing.fixed,
             known=self._known,
             sent_compacted=self._sent_compacted,
-            offloading=self._offloading,
+            offloading=self._sizing.offloading,
         )
 
     def restore(self, data: Mapping[str, Any], *, final: int) -> bool:
@@ -339,8 +305,8 @@ class CacheAwareReplay:
         )
         if restored is None:
             return False
-        self._known, self._fixed = restored.known, restored.fixed
-        self._offloading = restored.offloading
+        self._known, self._sizing.fixed = restored.known, restored.fixed
+        self._sizing.offloading = restored.offloading
         self._replay, self._decisions = restored.replay, restored.decisions
         self._packed = restored.packed
         self._restored = True
@@ -379,7 +345,7 @@ class CacheAwareReplay:
             self._pin_for(history, pins, end=known)
         omitted = self._omitted(decisions)
         values_tokens = (
-            self._data_tokens(decisions, omitted, decisions.note_values)
+            self._sizing.data_tokens(self._replay, decisions, omitted, decisions.note_values)
             if decisions.note_values and omitted > 0
             else decisions.note_values_tokens
         )
@@ -422,11 +388,11 @@ class CacheAwareReplay:
         """
         if self._restored and not self._check_restored(history):
             self.start_over()
-        if fixed_tokens != self._fixed or (offload is not None) != self._offloading:
+        if fixed_tokens != self._sizing.fixed or (offload is not None) != self._sizing.offloading:
             # The thresholds of every earlier call point depend on them, and on what a
             # placeholder costs.
-            self._fixed = fixed_tokens
-            self._offloading = offload is not None
+            self._sizing.fixed = fixed_tokens
+            self._sizing.offloading = offload is not None
             self.start_over()
         self._offload = offload
         try:
@@ -473,7 +439,7 @@ class CacheAwareReplay:
     @property
     def fixed_tokens(self) -> int:
         """The fixed tokens of the calls this replay plans (see `plan`)."""
-        return self._fixed
+        return self._sizing.fixed
 
     @property
     def previous_request(self) -> array[int] | None:
@@ -585,48 +551,6 @@ class CacheAwareReplay:
         self._replay.compactable.append(index)
         self._replay.compactable_names[index] = name
 
-    def _omitted(self, decisions: Decisions) -> int:
-        """Messages of the conversation before the cut that the request leaves out: not the
-        system messages, nor the note an earlier cut added (a request governed again holds
-        it), so a cut that leaves out only that is no cut."""
-        systems = bisect.bisect_left(self._replay.system_indices, decisions.cut)
-        added = bisect.bisect_left(self._replay.added, decisions.cut)
-        pins = int(decisions.task_pinned) + int(decisions.pinned is not None)
-        pins += decisions.kept_messages - int(decisions.pinned_kept)
-        return decisions.cut - systems - added - pins
-
-    def _note_tokens(self, decisions: Decisions, omitted: int) -> int:
-        """Tokens of the plain note for `omitted` messages (without summary or values)."""
-        if omitted <= 0:
-            return 0
-        brief = self._brief_note(decisions)
-        note_tokens = self._replay.note_tokens
-        known = note_tokens.get((omitted, brief))
-        if known is None:
-            known = self._counter.count_message(HumanMessage(cut_note(omitted, brief=brief)))
-            if len(note_tokens) >= _NOTE_COUNTS_KEPT:
-                note_tokens.clear()
-            note_tokens[(omitted, brief)] = known
-        return known
-
-    def _data_tokens(self, decisions: Decisions, omitted: int, values: str) -> int:
-        """What listing `values` (with offload, handle lines) adds to the plain note of
-        `omitted` messages: the data turn, the note's pointer to it, and the continuation
-        turn after it (counted always: an estimate on the safe side where a user turn
-        follows anyway)."""
-        brief = self._brief_note(decisions)
-        listing = note_listing(values, offloading=self._offloading)
-        turns = cut_turns(omitted, **listing, brief=brief, user_turn_follows=False)
-        return sum(map(self._counter.count_message, turns)) - self._note_tokens(decisions, omitted)
-
-    def _brief_note(self, decisions: Decisions) -> bool:
-        """Whether the note is brief: where the full one would take more than
-        `tuning.FULL_NOTE_SHARE` of the budget less the fixed tokens and the system messages."""
-        if self._full_note_tokens is None:
-            self._full_note_tokens = self._counter.count_message(HumanMessage(cut_note(1_000)))
-        room = self._max_tokens - self._fixed - decisions.system_tokens
-        return self._full_note_tokens > room * tuning.FULL_NOTE_SHARE
-
     def _total(self, decisions: Decisions, *, note: bool = True) -> int:
         pinned = 0 if decisions.pinned is None else self._replay.tokens[decisions.pinned]
         if decisions.task_pinned:
@@ -637,8 +561,9 @@ class CacheAwareReplay:
         if note:
             omitted = self._omitted(decisions)
             if omitted > 0:
-                pinned += self._note_tokens(decisions, omitted) + decisions.note_values_tokens
-        fixed = self._fixed + decisions.rules_tokens
+                pinned += self._sizing.note_tokens(self._replay, decisions, omitted)
+                pinned += decisions.note_values_tokens
+        fixed = self._sizing.fixed + decisions.rules_tokens
         return fixed + decisions.system_tokens + pinned + decisions.history_tokens
 
     def _watermarks(
@@ -656,7 +581,7 @@ class CacheAwareReplay:
         self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
     ) -> tuple[int, int]:
         """What the request takes whatever history holds, and the room history has."""
-        base = self._fixed + decisions.rules_tokens + decisions.system_tokens
+        base = self._sizing.fixed + decisions.rules_tokens + decisions.system_tokens
         base += self._protected_tokens(history, end) + decisions.kept_excluded_tokens
         return base, max(self._max_tokens - base, 0)
 
@@ -732,7 +657,7 @@ class CacheAwareReplay:
             decisions.kept_groups,
             omitted,
             decisions.note_values,
-            self._brief_note(decisions),
+            self._sizing.brief(decisions),
         )
 
     def _compacted_edit(self, decisions: Decisions, before: int) -> int | None:
@@ -865,7 +790,7 @@ class CacheAwareReplay:
         first, within `tuning.EARLIER_USERS_SHARE` of the room history has, and giving way
         where they take history over the high watermark; then the task, where it is
         what keeps the request over budget. The note lists the values of what the cut
-        leaves out (`_list_note_values`), in room reserved for them before cutting.
+        leaves out (`NoteSizing.list_note`), in room reserved for them before cutting.
         """
         newest = group_start(history, end)
         # A tool loop that opens with a thinking block is cut whole or not at all (where
@@ -874,20 +799,7 @@ class CacheAwareReplay:
         if loop is not None and loop >= decisions.cut:
             newest = min(newest, loop)
         _, room = self._room(history, decisions, end=end)
-        # The values' share, and where the note is not brief the data turn that quotes them
-        # (its frame, the note's pointer to it, the continuation turn after it), which then
-        # takes no share of theirs; where the room is small, it comes out of their share,
-        # so that the note does not cut deeper (and more often) for its frame.
-        decisions.note_values_tokens = min(
-            int(room * tuning.NOTE_VALUES_SHARE), tuning.NOTE_VALUES_MAX_TOKENS
-        )
-        if not self._brief_note(decisions):
-            decisions.note_values_tokens += self._framing_tokens(decisions)
-        if self._offloading:
-            # The handle of the cut's transcript is listed however small the room: without
-            # it, what the cut leaves out could not be read back.
-            reserve = max(decisions.note_values_tokens, self._transcript_line_tokens(decisions))
-            decisions.note_values_tokens = reserve
+        decisions.note_values_tokens = self._sizing.reserve(self._replay, decisions, room)
         # Results of excluded tools kept again (or left out) move the watermarks: the
         # front is cut again to the low watermark they leave, once.
         for _ in range(2):
@@ -907,10 +819,7 @@ class CacheAwareReplay:
             self._pin_for(history, without_task, end=end, pin_task=False)
             if self._corrected_total(without_task, note=False) <= self._max_tokens:
                 decisions.task_pinned, decisions.pinned = False, without_task.pinned
-        if self._offloading:
-            self._list_note_handles(history, decisions, end=end)
-        else:
-            self._list_note_values(history, decisions, end=end)
+        self._sizing.list_note(history, self._replay, decisions, end=end, offload=self._offload)
 
     def _cut_front(
         self,
@@ -1023,144 +932,6 @@ class CacheAwareReplay:
             if oldest.start == decisions.pinned:
                 decisions.pinned_kept = False
 
-    def _left_out(self, decisions: Decisions) -> set[int]:
-        """The positions before the cut a request still sends: the system messages, the
-        pinned task, the pinned latest user message and the kept groups."""
-        kept = {i for group in decisions.kept_groups for i in range(group.start, group.stop)}
-        kept.update(index for index in self._replay.system_indices if index < decisions.cut)
-        if decisions.task_pinned and self._replay.task is not None:
-            kept.add(self._replay.task)
-        if decisions.pinned is not None:
-            kept.add(decisions.pinned)
-        return kept
-
-    def _list_note_handles(
-        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
-    ) -> None:
-        """With offload, the note gives handles instead of values: the messages the cut
-        leaves out are kept (each an item, and the cut's transcript of them); the note
-        says which call reads the transcript, and its data turn lists those of the
-        messages, newest first, one line each (`handle_line`), within the tokens reserved
-        before the cut (`note_values_tokens`), which become the tokens they take."""
-        reserve = decisions.note_values_tokens
-        decisions.note_values, decisions.note_values_tokens = "", 0
-        omitted = self._omitted(decisions)
-        offload = self._offload
-        if omitted <= 0 or reserve <= 0 or offload is None:
-            return
-        sent = self._left_out(decisions)
-        parts: list[OffloadItem] = []
-        listed: list[OffloadItem] = []
-        for index in range(decisions.cut):
-            if index in sent:
-                continue
-            item, named = self._assembly.cut_part(history, index, offload)
-            if item is not None:
-                parts.append(item)
-                if named:
-                    listed.append(item)
-        if not parts:
-            return
-        transcript = cut_item(parts)
-        offload.keep(transcript)
-        brief = self._brief_note(decisions)
-        lines = [read_call(transcript.handle)]
-        # A line is at least a call (about 9 tokens): no more than this many can fit.
-        most = reserve // _READ_CALL_TOKENS + 1
-        lines += (handle_line(item, brief=brief) for item in listed[: -most - 1 : -1])
-
-        def extra_tokens(count: int) -> int:
-            return self._data_tokens(decisions, omitted, "\n".join(lines[:count]))
-
-        # The transcript's call is given even where it takes a little more than reserved
-        # (`_transcript_line_tokens` reserved about what it costs): the lines where they fit.
-        fitting, tokens = 1, extra_tokens(1)
-        low, high = 2, len(lines)
-        while low <= high:
-            middle = (low + high) // 2
-            middle_tokens = extra_tokens(middle)
-            if middle_tokens <= reserve:
-                fitting, tokens, low = middle, middle_tokens, middle + 1
-            else:
-                high = middle - 1
-        decisions.note_values = "\n".join(lines[:fitting])
-        decisions.note_values_tokens = tokens
-
-    def _framing_tokens(self, decisions: Decisions) -> int:
-        """What the full note's data turn adds beside the values it lists (for a cut of a
-        hundred messages: the count's digits barely matter)."""
-        if self._framing_cost is None:
-            self._framing_cost = self._data_tokens(decisions, 100, values_text((("", ("",)),)))
-        return self._framing_cost
-
-    def _transcript_line_tokens(self, decisions: Decisions) -> int:
-        """What the call that reads a cut's transcript adds to the note."""
-        brief = self._brief_note(decisions)
-        known = self._transcript_line_cost.get(brief)
-        if known is None:
-            known = self._data_tokens(decisions, 100, read_call("a" * HANDLE_CHARACTERS))
-            self._transcript_line_cost[brief] = known
-        return known
-
-    def _list_note_values(
-        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
-    ) -> None:
-        """The values the note's data turn lists for the cut just made (policy/note.py): those
-        of the messages it leaves out, newest first, but values the request shows anyway
-        (in the system messages, the task, the kept messages and the history from the
-        cut) and tool names; within the tokens reserved for them before the cut
-        (`note_values_tokens`), which become the tokens they take."""
-        reserve = decisions.note_values_tokens
-        decisions.note_values, decisions.note_values_tokens = "", 0
-        omitted = self._omitted(decisions)
-        if omitted <= 0 or reserve <= 0:
-            return
-        front = [index for index in self._replay.system_indices if index < decisions.cut]
-        if decisions.task_pinned and self._replay.task is not None:
-            front.append(self._replay.task)
-        if decisions.pinned is not None:
-            front.append(decisions.pinned)
-        kept = {i for group in decisions.kept_groups for i in range(group.start, group.stop)}
-        sent = [*front, *sorted(kept), *range(decisions.cut, end)]
-        shown = shown_words(history[index] for index in sent)
-        kept.update(front)
-
-        def left_out() -> Iterator[list[tuple[str, str]]]:
-            for index in range(decisions.cut - 1, -1, -1):
-                if index not in kept:
-                    yield values_of(history[index])
-
-        tool_names = frozenset(self._replay.tool_names)
-        framing = self._data_tokens(decisions, omitted, values_text((("", ("",)),)))
-        found = dropped_values(
-            left_out(),
-            max_chars=max(reserve - framing, 0) * APPROXIMATE_CHARS_PER_TOKEN,
-            shown=shown,
-            skip=tool_names,
-        )
-
-        def extra_tokens(count: int) -> int:
-            return self._data_tokens(decisions, omitted, values_text(grouped(found[:count])))
-
-        # The most values (newest first) whose note fits the reservation: the guess in
-        # characters is exact for the approximate count, a counter that gives values more
-        # tokens a character takes fewer.
-        fitting, tokens = len(found), extra_tokens(len(found)) if found else 0
-        if tokens > reserve:
-            low, high = 0, len(found) - 1
-            tokens = 0
-            while low < high:
-                middle = (low + high + 1) // 2
-                middle_tokens = extra_tokens(middle)
-                if middle_tokens <= reserve:
-                    low, tokens = middle, middle_tokens
-                else:
-                    high = middle - 1
-            fitting = low
-        if fitting:
-            decisions.note_values = values_text(grouped(found[:fitting]))
-            decisions.note_values_tokens = tokens
-
     def _pin_for(
         self,
         history: Sequence[BaseMessage],
@@ -1218,18 +989,18 @@ class CacheAwareReplay:
             start=start,
             omitted=omitted,
             summary=summary,
-            brief=start > 0 and self._brief_note(decisions),
+            brief=start > 0 and self._sizing.brief(decisions),
             final=final,
             offload=self._offload,
         )
         prints, costs, compacted = request.prints, request.costs, request.compacted
-        tokens_after = self._fixed + sum(costs)
+        tokens_after = self._sizing.fixed + sum(costs)
         self._sent_compacted = compacted
         plan = CompactionPlan(
             messages=request.messages,
             compacted=len(compacted),
             removed=omitted if start > 0 else 0,
-            tokens_before=self._fixed + decisions.raw_tokens,
+            tokens_before=self._sizing.fixed + decisions.raw_tokens,
             tokens_after=tokens_after,
             cut=start,
             omitted=omitted if start > 0 else 0,
@@ -1262,102 +1033,37 @@ class CacheAwareReplay:
         """The most tokens a summary of the cut can take with the note still under the
         high watermark (`_note_variant`'s test), where the note has none yet."""
         high, _ = self._watermarks(history, decisions, end=len(history))
+        limit = self._calibration(decisions).limit(high)
         without = self._total(decisions, note=False)
-        # The note's turns around a one-character summary: all but the summary's own text
-        # (counted, not kept: no request sends them).
-        turns = cut_turns(
-            omitted,
-            summary=".",
-            **note_listing(decisions.note_values, offloading=self._offloading),
-            brief=self._brief_note(decisions),
-        )
-        frame = sum(map(self._counter.count_message, turns)) + self._continuation_tokens()
-        return max(self._calibration(decisions).limit(high) - without - frame, 0)
+        return self._sizing.summary_room(decisions, omitted, limit=limit, without=without)
 
     def _note_variant(
         self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
     ) -> int:
-        """Which note the request of the call on the first `end` messages sends at its cut:
-        with the summary where it fits under the high watermark, else with the values of
-        what it leaves out (with offload: the lines naming what is kept of it, else the
-        call that reads its transcript back), else plain, where each fits the budget (none
-        on a tiny budget).
-
-        Decided from the decisions' counts, so that every call point knows the note its
-        request sent: a note that changes is an edit of the front.
-        """
+        """Which note the request of the call on the first `end` messages sends at its cut
+        (`NoteSizing.variant`). Decided from the decisions' counts, so that every call
+        point knows the note its request sent: a note that changes is an edit of the front."""
         omitted = self._omitted(decisions)
         if decisions.cut == 0 or omitted <= 0:
             return NOTE_NONE
-        calibration = self._calibration(decisions)
-        without = self._total(decisions, note=False)
-        plain = self._note_tokens(decisions, omitted)
         summary = self._summary(decisions)
-        if summary:
-            high, _ = self._watermarks(history, decisions, end=end)
-            turns = self._turns_tokens(decisions, omitted, summary, decisions.note_values)
-            if calibration.corrected(without + turns) <= high:
-                return NOTE_SUMMARY
-        values = decisions.note_values
-        if values and calibration.corrected(without + plain + decisions.note_values_tokens) <= (
-            self._max_tokens
-        ):
-            return NOTE_VALUES
-        # Governance's own words are never what the last resort shortens: where the rest of
-        # the request does not fit (a current turn larger than the budget), the text the
-        # last resort can cut gives way to the note (none on a tiny budget).
-        if calibration.corrected(without + plain) > self._max_tokens:
-            without -= self._shortenable_tokens(history, decisions, end=end)
-        kept = values.partition("\n")[0]
-        if self._offloading and kept != values and is_read_call(kept):
-            # Where the lines do not fit, the call that reads the transcript still does.
-            line = self._transcript_line_tokens(decisions)
-            if calibration.corrected(without + plain + line) <= self._max_tokens:
-                return NOTE_KEPT
-        if calibration.corrected(without + plain) <= self._max_tokens:
-            return NOTE_PLAIN
-        return NOTE_NONE
-
-    def _shortenable_tokens(
-        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
-    ) -> int:
-        """About how many tokens the last resort can take off the kept part's newest group
-        and the pinned user message (policy/last_resort.py cuts the text of tool results and
-        user messages to a head, a marker and a tail; it never cuts an assistant message
-        or what governance wrote). Only counted where the request does not fit."""
-        positions = list(range(group_start(history, end), end))
-        if decisions.pinned is not None:
-            positions.append(decisions.pinned)
-        return sum(
-            max(self._replay.tokens[index] - TRUNCATED_AT_LEAST, 0)
-            for index in positions
-            if isinstance(history[index], (ToolMessage, HumanMessage))
-            and added_kind(history[index]) is None
+        # The watermarks matter only where a summary may go into the note.
+        high = self._watermarks(history, decisions, end=end)[0] if summary else 0
+        return self._sizing.variant(
+            history,
+            self._replay,
+            decisions,
+            end=end,
+            omitted=omitted,
+            summary=summary,
+            without=self._total(decisions, note=False),
+            high=high,
+            calibration=self._calibration(decisions),
         )
 
-    def _turns_tokens(self, decisions: Decisions, omitted: int, summary: str, values: str) -> int:
-        """Tokens of the note's turns with `summary` and `values` (with the continuation
-        turn after a data turn: on the safe side where a user turn follows anyway). The
-        turns counted are those a request sends (a user turn follows them): no second copy
-        of them is kept for the count."""
-        turns = self._assembly.note_turns(
-            omitted,
-            summary,
-            values,
-            brief=self._brief_note(decisions),
-            follows=True,
-            offloading=self._offloading,
-        )
-        tokens = sum(cost for _, cost, _ in turns)
-        if len(turns) > 1:
-            tokens += self._continuation_tokens()
-        return tokens
-
-    def _continuation_tokens(self) -> int:
-        """What the synthetic continuation turn after a data turn costs."""
-        if self._continuation_cost is None:
-            self._continuation_cost = self._counter.count_message(synthetic_user_turn())
-        return self._continuation_cost
+    def _omitted(self, decisions: Decisions) -> int:
+        """Messages before the cut the request leaves out (`NoteSizing.omitted`)."""
+        return self._sizing.omitted(self._replay, decisions)
 
 
 def _fitting(

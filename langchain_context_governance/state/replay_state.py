@@ -68,7 +68,7 @@ class ReplayLearning:
     task_copied: bool = False
     task_tokens: int = 0
     # Tokens of the plain note, by the messages it counts and whether it is brief (a
-    # few: cache_aware's `_NOTE_COUNTS_KEPT`).
+    # few: note_sizing's `_NOTE_COUNTS_KEPT`).
     note_tokens: dict[tuple[int, bool], int] = field(default_factory=dict)
     # Fingerprints are salted per process, so a replay restored from a record knows none
     # of those before this position: each is found (and kept) when first read.
