@@ -64,6 +64,7 @@ from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_context_governance import tuning
 from langchain_context_governance._added import (
     added_kind,
+    user_parts,
     without_added_parts,
 )
 from langchain_context_governance._messages import (
@@ -1090,9 +1091,12 @@ def _answer_carries_bound_reasoning(history: Sequence[BaseMessage], index: int) 
     first of them does (the request joins them); system messages go to the front, results
     without a call are dropped and the user turns repairs add are no user's, so none of
     them ends the answer (the alternation rules may merge its messages into one); a result
-    of a call ends it, as the answer comes after the tool loop."""
-    index -= 1
+    of a call ends it, as the answer comes after the tool loop. A user turn that carries tool
+    output (a chat template without a tool role writes the results there, and the calls as
+    the answer's text) follows calls: no turn starts there."""
     while index >= 0 and _in_the_user_turn(history[index]):
+        if any(kind == "tool-output" for _, kind in user_parts(history[index])):
+            return False
         index -= 1
     bound = False
     while index >= 0:

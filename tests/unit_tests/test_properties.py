@@ -489,3 +489,24 @@ def test_the_request_rules_decided_call_by_call_are_those_of_the_whole_request(
         shared = governor(provider, budget)
         for step in range(1, steps + 1):
             shared.govern(history[: len(history) * step // steps], thread_id="t")
+
+
+@pytest.mark.parametrize("provider", ["gemma", "qwen", "openai"])
+def test_a_user_turn_after_calls_written_as_text_starts_no_turn(provider: str) -> None:
+    """Found by make fuzz (gemma): a template without a tool role writes the calls as the
+    answer's text and their results into the user turn after it; the request's answer then
+    made no call and carried thinking, so governing it again took the user turn for a turn
+    start, where the history's (an answer with calls) was none."""
+    call = {"name": "read_file", "args": {"q": "alpha"}, "id": "c1", "type": "tool_call"}
+    thinking = {"type": "thinking", "thinking": "alpha", "signature": "sig-a2"}
+    history: list[BaseMessage] = [
+        HumanMessage(""),
+        HumanMessage([{"type": "text", "text": "u1 alpha"}, IMAGE_BLOCK]),
+        AIMessage([thinking, {"type": "text", "text": "alpha"}]),
+        AIMessage("", tool_calls=[call, call]),
+        SystemMessage("alpha"),
+        HumanMessage(""),
+        HumanMessage(""),
+    ]
+    governed = governor(provider, 211).govern(history).messages
+    assert dumps(governor(provider, 211).govern(governed).messages) == dumps(governed)
