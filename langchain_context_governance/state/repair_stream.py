@@ -86,7 +86,6 @@ _MADE = -1
 _MAX_CALLS_A_MESSAGE = 1_024
 _MAX_MADE_A_MESSAGE = 3
 _MAX_TOKENS_A_MESSAGE = 1 << 40
-_dereference = weakref.ref.__call__
 # How a call's messages continue what was read: the very objects read before, or equal
 # messages as new objects (a reloaded history).
 Continuation = Literal["same objects", "reloaded"]
@@ -279,8 +278,13 @@ class _ReadObjects:
             return False
         try:
             # List equality compares by identity first, in C: one pointer comparison per
-            # message where they are the objects read.
-            return list(map(_dereference, refs)) == list(islice(messages, count))
+            # message where they are the objects read. A comprehension calls the references
+            # at less than half the cost of a mapped function.
+            read = [ref() for ref in refs]
+            given = (
+                messages[:count] if isinstance(messages, list) else list(islice(messages, count))
+            )
+            return read == given
         except Exception:  # a field whose comparison fails: not known to be equal
             return False
 

@@ -317,22 +317,26 @@ class RequestAssembly:
         offload: Offload | None,
     ) -> ToolMessage:
         """The result at `index` as sent compacted: its placeholder, or with `offload` the
-        placeholder that names the handle its text is kept under."""
-        original = history[index]
-        assert isinstance(original, ToolMessage)
-        if offload is not None:
-            # Kept while the result lives: making it digests the result, and its item is
-            # kept (in the call's `Offload`) when it is made.
-            copy = self._compacted_copies.get(index, (index,), history)
-            if copy is None:
+        placeholder that names the handle its text is kept under.
+
+        Kept while the result lives, so that a steady call costs what is new, not a copy of
+        every compacted result (with offload, making it digests the result, and its item is
+        kept, in the call's `Offload`, when it is made)."""
+        key = (index, offload is not None)
+        copy = self._compacted_copies.get(key, (index,), history)
+        if copy is None:
+            original = history[index]
+            assert isinstance(original, ToolMessage)
+            name = replay.compactable_names[index]
+            if offload is not None:
                 _, args = answered_call(history, index)
-                name = replay.compactable_names[index]
                 copy = offloaded_result(original, name, args, offload)
-                self._compacted_copies.put(index, (index,), history, copy)
-            assert isinstance(copy, ToolMessage)
-            return copy
-        placeholder = self._compaction.placeholder_for(replay.compactable_names[index])
-        return original.model_copy(update={"content": placeholder})
+            else:
+                placeholder = self._compaction.placeholder_for(name)
+                copy = original.model_copy(update={"content": placeholder})
+            self._compacted_copies.put(key, (index,), history, copy)
+        assert isinstance(copy, ToolMessage)
+        return copy
 
     def cut_part(
         self, history: Sequence[BaseMessage], index: int, offload: Offload
