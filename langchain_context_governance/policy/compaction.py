@@ -190,7 +190,7 @@ class ResultCompaction:
 
 def compacted_placeholder(tool_name: str, placeholder: str = DEFAULT_PLACEHOLDER) -> str:
     """The one line that stands in for a compacted result of `tool_name`."""
-    return placeholder.format(tool_name=tool_name or "tool")
+    return ResultCompaction(placeholder=placeholder).placeholder_for(tool_name)
 
 
 def result_tool_name(message: ToolMessage, names_by_call_id: dict[str, str]) -> str:

@@ -104,6 +104,7 @@ KEPT_USER_MESSAGE_MARKER = (
 # The protection classes the last resort cuts, lowest first (policy/protection.py): each
 # gives way before the next one is touched; the system messages are never cut.
 _CUTTABLE = LOWEST_FIRST[: LOWEST_FIRST.index(LATEST_USER) + 1]
+_CURRENT_TURN_TIER = _CUTTABLE.index(CURRENT_TURN)
 
 
 @dataclass(frozen=True)
@@ -435,9 +436,7 @@ def _cut_to_ladder(
                 (),
                 tuple(sorted({piece.index for piece in over})),
                 True,
-                current_turn_truncated=any(
-                    piece.tier >= _CUTTABLE.index(CURRENT_TURN) for piece in over
-                ),
+                current_turn_truncated=any(piece.tier >= _CURRENT_TURN_TIER for piece in over),
             )
     total = counter.count_messages(cut) + tools_tokens
     return BudgetFit(cut, total, (), (), False)

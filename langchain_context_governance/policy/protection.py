@@ -8,10 +8,10 @@ the request fit; a cut keeps the classes from `EARLIER_USER` up across it (the e
 user messages and the results of excluded tools while they fit, the others always).
 
 Example:
-    >>> gives_way_before(EXCLUDED_TOOL, TASK)
+    >>> LOWEST_FIRST.index(EXCLUDED_TOOL) < LOWEST_FIRST.index(TASK)
     True
-    >>> [name for name in LOWEST_FIRST if gives_way_before(name, EXCLUDED_TOOL)]
-    ['rest', 'earlier-user']
+    >>> LOWEST_FIRST[: LOWEST_FIRST.index(EXCLUDED_TOOL)]
+    ('rest', 'earlier-user')
 """
 
 from __future__ import annotations
@@ -40,8 +40,3 @@ LOWEST_FIRST: tuple[str, ...] = (
     LATEST_USER,
     SYSTEM,
 )
-
-
-def gives_way_before(lower: str, higher: str) -> bool:
-    """Whether class `lower` gives way before class `higher`."""
-    return LOWEST_FIRST.index(lower) < LOWEST_FIRST.index(higher)
