@@ -468,11 +468,7 @@ def _fates(original: list[BaseMessage], call: Call) -> dict[str, Any]:
             for index in map(history.source_index, plan.compacted_positions)
             if index is not None
         }
-        figures["kept"] = tuple(
-            (index, why)
-            for position, why in plan.kept
-            for index in _covered(history, position, len(original))
-        )
+        figures["kept"] = _kept_indices(history, plan.kept, len(original))
         if plan.omitted > 0:
             figures["cut"] = _cut_ranges(history, plan, len(original))
     if fit is not None and (fit.compacted or fit.truncated):
@@ -497,6 +493,22 @@ def _fates(original: list[BaseMessage], call: Call) -> dict[str, Any]:
     if compacted:
         figures["compacted"] = tuple(sorted(compacted))
     return figures
+
+
+def _kept_indices(
+    history: RepairedHistory, kept: Sequence[tuple[int, str]], total: int
+) -> tuple[tuple[int, str], ...]:
+    """The input indices of the messages a cut kept, with their protection class."""
+    source_index = history.source_index
+    found: list[tuple[int, str]] = []
+    for position, why in kept:
+        own = source_index(position)
+        if own is not None:
+            # Most kept messages came from the input as they are: no range to make.
+            found.append((own, why))
+        else:
+            found.extend((index, why) for index in _covered(history, position, total))
+    return tuple(found)
 
 
 def _covered(history: RepairedHistory, position: int, total: int) -> range:
@@ -529,13 +541,19 @@ def _cut_ranges(
     history: RepairedHistory, plan: CompactionPlan, total: int
 ) -> tuple[tuple[int, int], ...]:
     """The input ranges a cut left out: before the cut point, between what it kept."""
+    source_index = history.source_index
     kept = sorted(position for position, _ in plan.kept)
     ranges: list[tuple[int, int]] = []
     start = 0
     for stop in [*kept, plan.cut]:
         if stop > start:
-            first = _covered(history, start, total).start
-            last = _covered(history, stop - 1, total).stop
+            # Where the messages at the range's ends came from the input as they are,
+            # their own indices bound it (no walk to the nearest input message).
+            first = source_index(start)
+            if first is None:
+                first = _covered(history, start, total).start
+            last = source_index(stop - 1)
+            last = _covered(history, stop - 1, total).stop if last is None else last + 1
             if last > first:
                 ranges.append((first, last))
         start = stop + 1
