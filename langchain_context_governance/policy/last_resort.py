@@ -28,7 +28,7 @@ results stay as they are. The result is a pure function of the request and the s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,6 +38,7 @@ from langchain_context_governance._added import (
     USER_PART,
     Block,
     UserPart,
+    added_kind,
     join_user_parts,
     user_parts,
 )
@@ -80,6 +81,10 @@ from langchain_context_governance.tuning import (
 # it (see `_grown_to_fit`).
 _GOOD_ENOUGH_SHARE = 0.9
 _GROWTH_STEPS = 4
+
+# What a message cut by the last resort still costs at least: a head and a tail, and the
+# marker between them, with room to spare.
+TRUNCATED_AT_LEAST = 128
 
 TOOL_RESULT_MARKER = (
     "\n\n[... {cut:,} of {total:,} characters of this {tool_name} result were cut here to "
@@ -503,3 +508,14 @@ class _Keeping:
 
 def _tool_name(message: BaseMessage, names: dict[str, str]) -> str:
     return result_tool_name(message, names) if isinstance(message, ToolMessage) else ""
+
+
+def shortenable_tokens(messages: Sequence[BaseMessage], counter: MessageTokenCounter) -> int:
+    """About how many tokens the last resort can take off `messages`: it cuts the text of
+    tool results and user messages to a head, a marker and a tail, never an assistant
+    message or what governance wrote."""
+    return sum(
+        max(counter.count_message(message) - TRUNCATED_AT_LEAST, 0)
+        for message in messages
+        if isinstance(message, (ToolMessage, HumanMessage)) and added_kind(message) is None
+    )

@@ -83,10 +83,6 @@ from langchain_context_governance.offload.kept import (
     Offload,
 )
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
-from langchain_context_governance.passes.snip import (
-    is_task_candidate,
-    pinned_task_copy,
-)
 from langchain_context_governance.policy.budget import validate_max_tokens
 from langchain_context_governance.policy.compaction import (
     DEFAULT_KEEP_RECENT,
@@ -98,6 +94,7 @@ from langchain_context_governance.policy.protection import (
     EARLIER_USER,
     EXCLUDED_TOOL,
 )
+from langchain_context_governance.policy.task import is_task_candidate, pinned_task_copy
 from langchain_context_governance.state.binding import LeftOut
 from langchain_context_governance.state.note_sizing import NoteSizing
 from langchain_context_governance.state.record import leading_equal

@@ -25,7 +25,7 @@ from langchain_context_governance.offload.kept import (
     is_read_call,
     read_call,
 )
-from langchain_context_governance.passes.snip import TRUNCATED_AT_LEAST
+from langchain_context_governance.policy.last_resort import TRUNCATED_AT_LEAST
 from langchain_context_governance.policy.note import (
     cut_note,
     cut_turns,

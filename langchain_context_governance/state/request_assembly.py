@@ -35,7 +35,6 @@ from langchain_context_governance._added import (
 from langchain_context_governance._messages import content_text_length, message_fingerprint
 from langchain_context_governance.offload.items import OffloadItem, answered_call, message_item
 from langchain_context_governance.offload.kept import Offload, is_read_call
-from langchain_context_governance.passes.snip import pinned_task_copy
 from langchain_context_governance.policy.compaction import ResultCompaction, offloaded_result
 from langchain_context_governance.policy.note import cut_turns
 from langchain_context_governance.policy.protection import (
@@ -44,6 +43,7 @@ from langchain_context_governance.policy.protection import (
     SYSTEM,
     TASK,
 )
+from langchain_context_governance.policy.task import pinned_task_copy
 from langchain_context_governance.state.made import MadeMessages
 from langchain_context_governance.state.replay_state import (
     NOTE_KEPT,
