@@ -365,7 +365,7 @@ def provider_state(pipeline: Pipeline, call: Call) -> None:
             {
                 index
                 for position in positions
-                for index in _covered(history, position, len(given))
+                for index in history.input_indices(position)
                 if carries_bound_reasoning(given[index])
             }
         )
@@ -465,10 +465,11 @@ def _fates(original: list[BaseMessage], call: Call) -> dict[str, Any]:
     if plan is not None:
         compacted = {
             index
-            for index in map(history.source_index, plan.compacted_positions)
-            if index is not None
+            for position in plan.compacted_positions
+            for index in _input_indices(history, position)
+            if isinstance(original[index], ToolMessage)
         }
-        figures["kept"] = _kept_indices(history, plan.kept, len(original))
+        figures["kept"] = _kept_indices(history, plan.kept)
         if plan.omitted > 0:
             figures["cut"] = _cut_ranges(history, plan, len(original))
     if fit is not None and (fit.compacted or fit.truncated):
@@ -480,7 +481,7 @@ def _fates(original: list[BaseMessage], call: Call) -> dict[str, Any]:
                     index
                     for position in positions
                     for origin in plan.origins[position]
-                    for index in _covered(history, origin, len(original))
+                    for index in history.input_indices(origin)
                 }
         else:
 
@@ -496,41 +497,39 @@ def _fates(original: list[BaseMessage], call: Call) -> dict[str, Any]:
 
 
 def _kept_indices(
-    history: RepairedHistory, kept: Sequence[tuple[int, str]], total: int
+    history: RepairedHistory, kept: Sequence[tuple[int, str]]
 ) -> tuple[tuple[int, str], ...]:
-    """The input indices of the messages a cut kept, with their protection class."""
-    source_index = history.source_index
-    found: list[tuple[int, str]] = []
+    """The input indices of the messages a cut kept, each once, with its protection class."""
+    found: dict[int, str] = {}
     for position, why in kept:
-        own = source_index(position)
-        if own is not None:
-            # Most kept messages came from the input as they are: no range to make.
-            found.append((own, why))
-        else:
-            found.extend((index, why) for index in _covered(history, position, total))
-    return tuple(found)
+        for index in _input_indices(history, position):
+            found.setdefault(index, why)
+    return tuple(found.items())
+
+
+def _input_indices(history: RepairedHistory, position: int) -> tuple[int, ...]:
+    """`RepairedHistory.input_indices`, the common case first: most messages of a request
+    came from the input as they are, and their own index is all there is to find."""
+    own = history.source_index(position)
+    return (own,) if own is not None else history.input_indices(position)
 
 
 def _covered(history: RepairedHistory, position: int, total: int) -> range:
-    """The input indices the repaired message at `position` stands for: its own, or, for
-    a message the repairs made (user turns joined, a placeholder result), those between
-    the nearest messages that came from the input."""
-    own = history.source_index(position)
-    if own is not None:
-        return range(own, own + 1)
+    """The input indices the repaired message at `position` stands for, as one range
+    (`RepairedHistory.input_indices`); for a message the repairs added, the (empty) range
+    between the nearest messages that stand for input ones."""
+    indices = history.input_indices(position)
+    if indices:
+        return range(min(indices), max(indices) + 1)
     before = next(
-        (
-            index
-            for index in map(history.source_index, range(position - 1, -1, -1))
-            if index is not None
-        ),
+        (max(found) for found in map(history.input_indices, range(position - 1, -1, -1)) if found),
         -1,
     )
     after = next(
         (
-            index
-            for index in map(history.source_index, range(position + 1, len(history)))
-            if index is not None
+            min(found)
+            for found in map(history.input_indices, range(position + 1, len(history)))
+            if found
         ),
         total,
     )
@@ -542,13 +541,13 @@ def _cut_ranges(
 ) -> tuple[tuple[int, int], ...]:
     """The input ranges a cut left out: before the cut point, between what it kept."""
     source_index = history.source_index
-    kept = sorted(position for position, _ in plan.kept)
+    kept = sorted({position for position, _ in plan.kept})
     ranges: list[tuple[int, int]] = []
     start = 0
     for stop in [*kept, plan.cut]:
         if stop > start:
             # Where the messages at the range's ends came from the input as they are,
-            # their own indices bound it (no walk to the nearest input message).
+            # their own indices bound it (no look at what a repair made).
             first = source_index(start)
             if first is None:
                 first = _covered(history, start, total).start

@@ -132,6 +132,7 @@ class RepairedHistory(Sequence[BaseMessage]):
         stream: RepairStream,
         pending: list[BaseMessage],
         pending_sources: Sequence[int] = (),
+        pending_recipes: Sequence[Recipe | None] = (),
         *,
         same_objects: bool = False,
     ) -> None:
@@ -141,6 +142,7 @@ class RepairedHistory(Sequence[BaseMessage]):
         self._sources = stream._sources
         self._pending = pending
         self._pending_sources = pending_sources
+        self._pending_recipes = pending_recipes
         # Groups repaired again during this call, so a group is repaired once per call.
         self._groups: dict[tuple[int, int], list[BaseMessage]] = {}
         self.final = len(self._sources)
@@ -157,6 +159,33 @@ class RepairedHistory(Sequence[BaseMessage]):
         else:
             source = self._sources[position]
         return None if source == _MADE else source
+
+    def input_indices(self, position: int) -> tuple[int, ...]:
+        """The caller's indices the message at `position` stands for: its own; for one a
+        repair rewrote (a call id the provider takes), the message of its group with the
+        same id, else the whole group; for turns the repairs merged, each turn's; none for
+        a turn or a bridge the repairs added.
+
+        Example:
+            >>> from langchain_core.messages import HumanMessage
+            >>> stream = RepairStream(repair_group=lambda m, d: (m, {}), count_message=lambda m: 1)
+            >>> history = [HumanMessage("a"), HumanMessage("b"), AIMessage("c"), HumanMessage("d")]
+            >>> read = stream.read(history)
+            >>> [read.history.input_indices(position) for position in range(3)]
+            [(0, 1), (2,), (3,)]
+        """
+        own = self.source_index(position)
+        if own is not None:
+            return (own,)
+        if position >= self.final:
+            offset = position - self.final
+            recipes = self._pending_recipes
+            recipe = recipes[offset] if offset < len(recipes) else None
+        else:
+            recipe = self._stream._recipes.get(position)
+        if recipe is None:
+            return ()
+        return _input_indices_of(recipe, self[position].id, self._messages)
 
     @overload
     def __getitem__(self, index: int) -> BaseMessage: ...
@@ -505,6 +534,7 @@ class RepairStream:
             self,
             pending.messages,
             pending.sources,
+            pending.recipes,
             same_objects=continuation == "same objects" and self._read > 0,
         )
         changes = dict(self._changes)
@@ -939,6 +969,27 @@ def _indices_of(recipe: Recipe) -> tuple[int, ...]:
             indices.extend((part,) if isinstance(part, int) else _indices_of(part))
         return tuple(indices)
     _, start, stop, _ = recipe  # type: ignore[misc]
+    return tuple(range(start, stop))
+
+
+def _input_indices_of(
+    recipe: Recipe, made_id: str | None, messages: Sequence[BaseMessage]
+) -> tuple[int, ...]:
+    """The caller's indices a made message stands for (see `RepairedHistory.input_indices`):
+    `made_id` is its message id, which a rewrite of its calls keeps."""
+    if recipe[0] == _MERGED:
+        indices: list[int] = []
+        for part in recipe[1]:  # type: ignore[union-attr]
+            made = (part,) if isinstance(part, int) else _input_indices_of(part, None, messages)
+            indices.extend(made)
+        return tuple(indices)
+    kind, start, stop, _ = recipe  # type: ignore[misc]
+    if kind != _GROUP_OUTPUT:
+        return ()
+    if made_id is not None:
+        for index in range(start, stop):
+            if messages[index].id == made_id:
+                return (index,)
     return tuple(range(start, stop))
 
 

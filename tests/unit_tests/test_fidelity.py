@@ -234,6 +234,46 @@ def test_the_report_names_the_compacted_results() -> None:
     assert sent_compacted == {history[i].tool_call_id for i in compacted}  # type: ignore[attr-defined]
 
 
+def test_the_report_names_the_very_messages_where_the_provider_rewrites_call_ids() -> None:
+    """Mistral takes call ids of nine letters or digits only: the repairs rewrite every
+    call and result of this loop, so none is sent as the caller's object. The report
+    still names the messages it compacted, kept and cut, each once, as it does for a
+    provider that takes the ids: it used to name whole stretches between user messages,
+    many times over, and no compacted result."""
+    history = tool_loop(0)
+    for n in range(60):
+        history += [ai_calls(call(f"c{n}", "bash")), result(f"c{n}", "line\n" * 300, "bash")]
+        if n % 6 == 0:
+            history += [ai_calls(call(f"g{n}", "grep")), result(f"g{n}", "match " * 60, "grep")]
+    history = [
+        message.model_copy(update={"id": f"m{index}"}) for index, message in enumerate(history)
+    ]
+
+    def governed(provider: str) -> Any:
+        return ContextGovernor(
+            provider=provider,
+            context_window_tokens=8_000,
+            max_output_tokens=1_000,
+            keep_recent=2,
+            exclude_tools={"grep"},
+        ).govern(history)
+
+    rewritten, taken = governed("mistral"), governed("openai")
+    assert rewritten.messages[-1].tool_call_id != history[-1].tool_call_id  # type: ignore[attr-defined]
+    report = rewritten.report
+    assert (report.cut, report.kept, report.compacted) == (
+        taken.report.cut,
+        taken.report.kept,
+        taken.report.compacted,
+    )
+    assert report.compacted and {why for _, why in report.kept} >= {"excluded-tool", "task"}
+    placeholder = compacted_placeholder("bash")
+    sent_compacted = {
+        m.id for m in rewritten.messages if isinstance(m, ToolMessage) and m.content == placeholder
+    }
+    assert sent_compacted == {history[index].id for index in report.compacted}
+
+
 def test_the_current_turn_alone_over_budget_is_cut_last_with_a_warning(caplog: Any) -> None:
     governor = ContextGovernor(context_window_tokens=3_000, max_output_tokens=0, safety_buffer=0)
     history = [
