@@ -94,11 +94,16 @@ from langchain_context_governance.policy.compaction import (
     DEFAULT_PLACEHOLDER,
     ResultCompaction,
 )
+from langchain_context_governance.policy.decisions import (
+    NOTE_NONE,
+    Decisions,
+    KeptGroup,
+)
+from langchain_context_governance.policy.left_out import LeftOut
 from langchain_context_governance.policy.protection import (
     EARLIER_USER,
     EXCLUDED_TOOL,
 )
-from langchain_context_governance.state.binding import LeftOut
 from langchain_context_governance.state.note_sizing import NoteSizing
 from langchain_context_governance.state.record import leading_equal
 from langchain_context_governance.state.replay_codec import (
@@ -106,12 +111,7 @@ from langchain_context_governance.state.replay_codec import (
     restore_replay,
     snapshot_replay,
 )
-from langchain_context_governance.state.replay_state import (
-    NOTE_NONE,
-    Decisions,
-    KeptGroup,
-    ReplayLearning,
-)
+from langchain_context_governance.state.replay_state import ReplayLearning
 from langchain_context_governance.state.request_assembly import (
     RequestAssembly,
     RequestOrigins,
@@ -188,7 +188,7 @@ class CompactionPlan:
     # A fingerprint of each message of the request (equal fingerprints, equal messages).
     fingerprints: array[int] | None = None
     # The history positions whose bound reasoning is no longer behind the prefix it was
-    # made after (state/binding.py); the governor leaves it out of the request.
+    # made after (policy/left_out.py); the governor leaves it out of the request.
     reasoning_left_out: LeftOut = field(default_factory=LeftOut)
     # After a cut that has no summary yet: the most tokens a summary of it can take and
     # still be sent (the note with it under the high watermark); 0 where none can.
