@@ -34,8 +34,8 @@ from langchain_context_governance.policy.compaction import (
     DEFAULT_PLACEHOLDER,
     ResultCompaction,
 )
+from langchain_context_governance.policy.watermarks import validate_watermarks
 from langchain_context_governance.rules.validate import PROVIDERS
-from langchain_context_governance.state.cache_aware import validate_watermarks
 from langchain_context_governance.state.conversation import DEFAULT_MAX_CONVERSATIONS
 from langchain_context_governance.state.summary import DEFAULT_SUMMARY_PROMPT
 from langchain_context_governance.tuning import DEFAULT_HIGH_WATERMARK, DEFAULT_LOW_WATERMARK

@@ -14,7 +14,7 @@ Example:
 
 from __future__ import annotations
 
-# --- The cache-aware policy (state/cache_aware.py) ---
+# --- The cache-aware policy (policy/watermarks.py, policy/edit_trigger.py, policy/cut.py) ---
 
 DEFAULT_HIGH_WATERMARK = 1.0
 """Share of the room history has above which the policy edits (the default of the
@@ -60,7 +60,7 @@ MIN_SUMMARY_TOKENS = 64
 """The smallest summary of a cut worth asking the summary model for, in tokens (it may
 take a tenth of the budget otherwise, and no more than the note's room)."""
 
-# --- Cuts in whole messages (passes/snip.py, state/cache_aware.py) ---
+# --- Cuts in whole messages (policy/task.py, policy/snip.py, policy/cut.py) ---
 
 TASK_SHARE_OF_BUDGET = 0.25
 """The task (the conversation's first user message) is pinned verbatim where it takes at

@@ -1,58 +1,24 @@
-"""Compaction and cutting in rare, large steps, so the provider's prompt cache stays warm.
+"""The replay that makes the cache-aware policy incremental, and its plan of a request.
 
-Every edit to a message throws away the provider's prompt cache from that message on.
-The seed rules (keep the newest N results whole, slide the cut by one iteration per
-call) edit a message near the end of the prompt on almost every call. This policy edits
-rarely and in batches instead. The watermarks are shares of the room history has: the
-budget less the fixed tokens of the call (request overhead and tool definitions), the
-system messages and the protected messages (the task, the current turn, the results of
-excluded tools kept), so tool definitions filling most of a small budget do not make
-every call a cut; never above the budget, so that protected messages that do not fit
-are cut too, the task first.
+The policy edits rarely and in large steps, so the provider's prompt cache stays warm: when
+a call edits (policy/edit_trigger.py), between which watermarks (policy/watermarks.py),
+compacting the oldest results (policy/batch_compaction.py) and cutting whole groups, kept
+by protection class (policy/cut.py). Its decisions (policy/decisions.py) are a
+deterministic function of the history and the settings: the history is replayed call
+point by call point (the model was called before every assistant message, and is called
+now at the end), so the same history always yields the same request and a resumed thread
+rebuilds the same prefix. Each call point's edits say which earlier messages' reasoning
+they put behind a changed prefix (`Decisions.left_out`).
 
-- nothing is compacted while the history stays under the high watermark;
-- when it crosses the high watermark, the oldest compactable results are compacted,
-  oldest first, until it is under the low watermark; a result once compacted stays
-  compacted;
-- where that leaves history above `tuning.COMPACTION_ENOUGH_SHARE` of the way from the low to
-  the high watermark, the conversation is cut too, in the same step, in whole groups,
-  down to the low watermark (one edit of the request, not a compaction now and another a
-  few calls later), and that cut point is kept until the high watermark is crossed again.
-- reasoning is bound to the request it was made after (docs/reasoning.md), so edits
-  come where they cost the least of it: a call that starts a user turn after a reasoning
-  model's answer edits already past `tuning.TURN_START_SHARE` of the way from the low to the
-  high watermark (the turn's reasoning is then made after the edit), and a call inside a
-  tool loop keeps the turn's decisions while the request fits the budget. Each call
-  point's edits say which earlier messages' reasoning they put behind a changed prefix
-  (`Decisions.left_out`).
-
-What a cut keeps, by protection class: the system messages; the current user turn (the
-newest group is never cut, and the latest user message before the cut is pinned); the
-task (the conversation's first user message, pinned after the system messages, cut to a
-quarter of the budget where larger); the groups holding results of `exclude_tools`
-(whole: an assistant message stays with all its results), newest first, while they fit
-the budget beside those (their tokens count in the watermarks' base; one left out comes
-back where it fits again); the earlier user messages, newest first, within
-`tuning.EARLIER_USERS_SHARE` of the room; then the note at the cut, which names how many
-messages it leaves out, and the data turn after it, which lists the values they held
-(ids, codes, dates, names, paths: `policy/note.py`) within `tuning.NOTE_VALUES_SHARE` of the
-room. The rest goes by age. Nothing governance adds is written into a message: the note
-is a user turn of its own, joined to the user turns it meets as a separate run of
-content blocks (see `_added.py`); what it quotes from the omitted messages is an
-assistant turn framed as data, never user text.
-
-The decisions are a deterministic function of the history and the settings: the
-history is replayed call point by call point (the model was called before every
-assistant message, and is called now at the end), so the same history always yields
-the same request and a resumed thread rebuilds the same prefix. `CacheAwareReplay`
-keeps the replay state so that a growing history only replays what is new, sizes the note
-at a cut with `NoteSizing` (state/note_sizing.py), and hands its decisions to the request
-assembly (state/request_assembly.py), which makes the request and decides nothing.
+`CacheAwareReplay` decides nothing: it keeps the replay state so that a growing history
+only replays what is new, feeds the policy through a read-only view of it
+(`HistoryView`, state/replay_view.py), sizes the note at a cut with `NoteSizing`
+(state/note_sizing.py), and hands the decisions to the request assembly
+(state/request_assembly.py), which makes the request and decides nothing either.
 """
 
 from __future__ import annotations
 
-import bisect
 from array import array
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -64,20 +30,12 @@ from langchain_core.messages.utils import MessageLikeRepresentation
 from langchain_context_governance import tuning
 from langchain_context_governance._added import (
     added_kind,
-    user_parts,
     without_added_parts,
 )
 from langchain_context_governance._messages import (
     as_message_list,
-    declared_tool_call_ids,
-    group_end,
-    group_start,
     iter_declared_tool_calls,
     message_fingerprint,
-)
-from langchain_context_governance._reasoning import (
-    carries_bound_reasoning,
-    thinking_tool_loop_start,
 )
 from langchain_context_governance.offload.kept import (
     Offload,
@@ -90,12 +48,16 @@ from langchain_context_governance.policy.compaction import (
     DEFAULT_PLACEHOLDER,
     ResultCompaction,
 )
-from langchain_context_governance.policy.protection import (
-    EARLIER_USER,
-    EXCLUDED_TOOL,
+from langchain_context_governance.policy.cut import excluded_groups_newest_first, pin_for
+from langchain_context_governance.policy.decisions import (
+    NOTE_NONE,
+    Decisions,
 )
+from langchain_context_governance.policy.edit_trigger import decide_call
+from langchain_context_governance.policy.left_out import LeftOut
 from langchain_context_governance.policy.task import is_task_candidate, pinned_task_copy
-from langchain_context_governance.state.binding import LeftOut
+from langchain_context_governance.policy.view import CacheAwareSettings
+from langchain_context_governance.policy.watermarks import validate_watermarks, watermarks
 from langchain_context_governance.state.note_sizing import NoteSizing
 from langchain_context_governance.state.record import leading_equal
 from langchain_context_governance.state.replay_codec import (
@@ -103,12 +65,8 @@ from langchain_context_governance.state.replay_codec import (
     restore_replay,
     snapshot_replay,
 )
-from langchain_context_governance.state.replay_state import (
-    NOTE_NONE,
-    Decisions,
-    KeptGroup,
-    ReplayLearning,
-)
+from langchain_context_governance.state.replay_state import ReplayLearning
+from langchain_context_governance.state.replay_view import HistoryView
 from langchain_context_governance.state.request_assembly import (
     RequestAssembly,
     RequestOrigins,
@@ -131,15 +89,6 @@ from langchain_context_governance.tokens.counter import (
 # What governance added that is no message of the conversation: the note at an earlier cut
 # and its data turn (`_added.py`), in a request governed again.
 _OUTSIDE_THE_CONVERSATION = frozenset({"cut-note", "cut-data"})
-
-
-def validate_watermarks(*, high_watermark: float, low_watermark: float) -> None:
-    if not 0 < high_watermark <= 1:
-        raise ValueError(f"high_watermark must be in (0, 1], got {high_watermark}")
-    if not 0 < low_watermark < high_watermark:
-        raise ValueError(
-            f"low_watermark must be in (0, high_watermark={high_watermark}), got {low_watermark}"
-        )
 
 
 @dataclass
@@ -185,7 +134,7 @@ class CompactionPlan:
     # A fingerprint of each message of the request (equal fingerprints, equal messages).
     fingerprints: array[int] | None = None
     # The history positions whose bound reasoning is no longer behind the prefix it was
-    # made after (state/binding.py); the governor leaves it out of the request.
+    # made after (policy/left_out.py); the governor leaves it out of the request.
     reasoning_left_out: LeftOut = field(default_factory=LeftOut)
     # After a cut that has no summary yet: the most tokens a summary of it can take and
     # still be sent (the note with it under the high watermark); 0 where none can.
@@ -233,17 +182,19 @@ class CacheAwareReplay:
         validate_max_tokens(max_tokens)
         validate_watermarks(high_watermark=high_watermark, low_watermark=low_watermark)
         self._counter = counter
-        self._high_share = high_watermark
-        self._low_share = low_watermark
-        self._compaction = compaction if compaction is not None else ResultCompaction()
-        self._pin_task = pin_task
-        self._max_tokens = max_tokens
+        self._settings = CacheAwareSettings(
+            max_tokens=max_tokens,
+            high_share=high_watermark,
+            low_share=low_watermark,
+            pin_task=pin_task,
+            compaction=compaction if compaction is not None else ResultCompaction(),
+        )
         self._shared_calibration = shared_calibration
         # What tells this conversation's reports apart from others' in the shared default.
         self._conversation = object()
         self._last_request: array[int] | None = None
         self._assembly = RequestAssembly(
-            counter=counter, compaction=self._compaction, max_tokens=max_tokens
+            counter=counter, compaction=self._settings.compaction, max_tokens=max_tokens
         )
         self._sizing = NoteSizing(counter=counter, max_tokens=max_tokens, assembly=self._assembly)
         # Where the plans keep what leaves their requests (offload/), during a plan:
@@ -326,21 +277,22 @@ class CacheAwareReplay:
                 for i in replay.compactable
             )
             and all(
-                self._result_name(history, i) in self._compaction.exclude_tools
+                self._result_name(history, i) in self._settings.compaction.exclude_tools
                 for i in replay.excluded
             )
         )
         if not kinds_hold or not self._task_holds(history):
             return False
         systems = set(replay.system_indices)
+        view = self._view(history)
         history_tokens = sum(
-            self._cost(history, decisions, index)
+            view.cost(decisions, index)
             for index in range(decisions.cut, known)
             if index not in systems
         )
         pins = replace(decisions)
         if decisions.cut:
-            self._pin_for(history, pins, end=known)
+            pin_for(view, pins, end=known)
         omitted = self._omitted(decisions)
         values_tokens = (
             self._sizing.data_tokens(self._replay, decisions, omitted, decisions.note_values)
@@ -425,7 +377,7 @@ class CacheAwareReplay:
         for index in range(final, len(history)):
             self._add(history, index, decisions)
         decisions.rules_tokens = rules_tokens
-        self._call(history, decisions, end=len(history), overflows=overflows)
+        self._call(self._view(history), decisions, end=len(history), overflows=overflows)
         summary = self._summary(decisions)
         if not same_objects:
             # What was made of the previous call's objects is not this call's.
@@ -451,8 +403,9 @@ class CacheAwareReplay:
     def _add(self, history: Sequence[BaseMessage], index: int, decisions: Decisions) -> None:
         message = history[index]
         if isinstance(message, AIMessage):
-            self._call(history, decisions, end=index, overflows=overflows_of(message))
-            self._observe_reported_size(message, decisions)
+            view = self._view(history)
+            self._call(view, decisions, end=index, overflows=overflows_of(message))
+            self._observe_reported_size(view, message, decisions)
             for _, name in iter_declared_tool_calls(message):
                 self._replay.tool_names.setdefault(name)
         tokens = self._counter.count_message(message)
@@ -486,7 +439,7 @@ class CacheAwareReplay:
         if words is None:
             return
         self._replay.task = index
-        copy = pinned_task_copy(words, self._max_tokens, self._counter)
+        copy = pinned_task_copy(words, self._settings.max_tokens, self._counter)
         if copy is not None:
             self._replay.task_fits = True
             self._replay.task_cut = copy is not words
@@ -502,7 +455,7 @@ class CacheAwareReplay:
         left_out = next(
             (
                 group
-                for group in self._excluded_groups_newest_first(history, decisions)
+                for group in excluded_groups_newest_first(self._view(history), decisions)
                 if group.start not in kept
             ),
             None,
@@ -541,76 +494,17 @@ class CacheAwareReplay:
         self, history: Sequence[BaseMessage], message: ToolMessage, index: int
     ) -> None:
         name = message.name or _called_tool(history, index, message.tool_call_id)
-        if self._compaction.is_excluded(name):
+        if self._settings.compaction.is_excluded(name):
             self._replay.excluded.append(index)
             return
-        if not self._compaction.may_compact(message, name):
+        if not self._settings.compaction.may_compact(message, name):
             return
         self._replay.compactable.append(index)
         self._replay.compactable_names[index] = name
 
-    def _total(self, decisions: Decisions, *, note: bool = True) -> int:
-        pinned = 0 if decisions.pinned is None else self._replay.tokens[decisions.pinned]
-        if decisions.task_pinned:
-            pinned += self._replay.task_tokens
-        pinned += decisions.kept_tokens
-        if decisions.pinned_kept and decisions.pinned is not None:
-            pinned -= self._replay.tokens[decisions.pinned]
-        if note:
-            omitted = self._omitted(decisions)
-            if omitted > 0:
-                pinned += self._sizing.note_tokens(self._replay, decisions, omitted)
-                pinned += decisions.note_values_tokens
-        fixed = self._sizing.fixed + decisions.rules_tokens
-        return fixed + decisions.system_tokens + pinned + decisions.history_tokens
-
-    def _watermarks(
-        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
-    ) -> tuple[int, int]:
-        """The high and low watermarks in request tokens, at the call on the first `end`
-        messages: shares of the room history has, after the fixed tokens, the system
-        messages and the protected messages (the task, the current turn) are counted; never
-        above the budget, so that protected messages over it are cut too (the task first)."""
-        base, room = self._room(history, decisions, end=end)
-        high = min(base + int(room * self._high_share), self._max_tokens)
-        return high, min(base + int(room * self._low_share), self._max_tokens)
-
-    def _room(
-        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
-    ) -> tuple[int, int]:
-        """What the request takes whatever history holds, and the room history has."""
-        base = self._sizing.fixed + decisions.rules_tokens + decisions.system_tokens
-        base += self._protected_tokens(history, end) + decisions.kept_excluded_tokens
-        return base, max(self._max_tokens - base, 0)
-
-    def _protected_tokens(self, history: Sequence[BaseMessage], end: int) -> int:
-        """Tokens of the task and the current turn (the latest user message and the newest
-        group) at the call on the first `end` messages."""
-        replay = self._replay
-        tokens = replay.task_tokens if replay.task_fits else 0
-        if end == 0:
-            return tokens
-        newest = group_start(history, end)
-        tokens += sum(replay.tokens[newest:end])
-        users = replay.users
-        latest = bisect.bisect_left(users, end) - 1
-        if latest >= 0 and users[latest] < newest and users[latest] != replay.task:
-            tokens += replay.tokens[users[latest]]
-        return tokens
-
-    def _calibration(self, decisions: Decisions) -> Calibration:
-        """The conversation's own calibration, or the model's default before its first."""
-        if decisions.calibration.observations or self._shared_calibration is None:
-            return decisions.calibration
-        return self._shared_calibration.value
-
-    def _corrected_total(self, decisions: Decisions, *, note: bool = True) -> int:
-        """The request's tokens as the provider counts them: what thresholds compare."""
-        return self._calibration(decisions).corrected(self._total(decisions, note=note))
-
     def _call(
         self,
-        history: Sequence[BaseMessage],
+        view: HistoryView,
         decisions: Decisions,
         *,
         end: int,
@@ -624,12 +518,14 @@ class CacheAwareReplay:
         if not overflows and decisions.calibration.boost != 1.0:
             decisions.calibration = decisions.calibration.decayed()
         front, compacted = self._front_key(decisions), decisions.compacted_count
-        self._step(history, decisions, end=end)
+        decide_call(view, decisions, end=end)
         for overflow in overflows:
-            calibration = self._calibration(decisions)
-            decisions.calibration = calibration.observe_overflow(overflow, budget=self._max_tokens)
-            self._step(history, decisions, end=end)
-        variant = self._note_variant(history, decisions, end=end)
+            calibration = view.calibration(decisions)
+            decisions.calibration = calibration.observe_overflow(
+                overflow, budget=self._settings.max_tokens
+            )
+            decide_call(view, decisions, end=end)
+        variant = self._note_variant(view, decisions, end=end)
         if self._front_key(decisions) != front or variant != decisions.note_variant:
             decisions.left_out = decisions.left_out.edited(at=-1, call=end)
         else:
@@ -637,7 +533,7 @@ class CacheAwareReplay:
             if edited is not None:
                 decisions.left_out = decisions.left_out.edited(at=edited, call=end)
         decisions.note_variant = variant
-        if self._corrected_total(decisions) > self._max_tokens:
+        if view.corrected_total(decisions) > self._settings.max_tokens:
             # The last resort shortens this call's request: its answer was made after a
             # prefix no later request is known to send again.
             decisions.left_out = decisions.left_out.with_range(end, end + 1)
@@ -670,7 +566,9 @@ class CacheAwareReplay:
                 return -1
         return edited
 
-    def _observe_reported_size(self, message: AIMessage, decisions: Decisions) -> None:
+    def _observe_reported_size(
+        self, view: HistoryView, message: AIMessage, decisions: Decisions
+    ) -> None:
         """Learn from the provider's count of the request that produced `message`.
 
         Skipped where the estimate is over the budget: the last resort then shortened
@@ -679,291 +577,14 @@ class CacheAwareReplay:
         reported = reported_input_tokens(message)
         if reported is None:
             return
-        estimate = self._total(decisions)
-        if self._calibration(decisions).corrected(estimate) > self._max_tokens:
+        estimate = view.total(decisions)
+        if view.calibration(decisions).corrected(estimate) > self._settings.max_tokens:
             return
         decisions.calibration = decisions.calibration.observe(estimate=estimate, reported=reported)
         if decisions is self._decisions and self._shared_calibration is not None:
             self._shared_calibration.observe(
                 estimate=estimate, reported=reported, conversation=self._conversation
             )
-
-    def _step(self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int) -> None:
-        """The decisions at one model call on the first `end` messages.
-
-        Past the high watermark (or where a result of an excluded tool left out at an
-        earlier cut fits again), the oldest results are compacted, down to the low
-        watermark; where that is not enough, the conversation is cut too, in the same
-        step, down to the low watermark: one edit of the request instead of a compaction
-        now and a cut a few calls later.
-        """
-        high, low = self._watermarks(history, decisions, end=end)
-        if self._corrected_total(decisions) <= self._trigger(history, end, high=high, low=low) and (
-            not self._excluded_fits_again(history, decisions, end=end)
-        ):
-            return
-        self._compact_oldest(history, decisions, end=end, low=low)
-        cut_above = low + int((high - low) * tuning.COMPACTION_ENOUGH_SHARE)
-        if self._corrected_total(decisions) > cut_above or decisions.readmit_tokens:
-            self._cut_groups(history, decisions, end=end, low=low)
-
-    def _trigger(self, history: Sequence[BaseMessage], end: int, *, high: int, low: int) -> int:
-        """Above how many tokens the call on the first `end` messages edits the request.
-
-        The reasoning a model makes is bound to the request it was made after, and an edit
-        invalidates what was made before it (docs/reasoning.md). A call that starts a user
-        turn of a reasoning model (the user's message right after an answer that carries
-        reasoning bound to its prefix) edits already where the history is past
-        `tuning.TURN_START_SHARE` of the way from the low to the high watermark: the turn's
-        reasoning is then made after the edit. A call inside the turn's tool
-        loop keeps the turn's decisions while the request fits the budget, whatever the
-        high watermark; other calls edit past the high watermark.
-        """
-        # System messages at the end do not end a turn or a loop: profiles move them.
-        while end > 0 and isinstance(history[end - 1], SystemMessage):
-            end -= 1
-        if end == 0:
-            return high
-        last = history[end - 1]
-        if (
-            isinstance(last, HumanMessage)
-            and added_kind(last) is None
-            and _answer_carries_bound_reasoning(history, end - 1)
-        ):
-            return low + int((high - low) * tuning.TURN_START_SHARE)
-        if isinstance(last, ToolMessage):
-            return max(high, self._max_tokens)
-        return high
-
-    def _excluded_fits_again(
-        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
-    ) -> bool:
-        """Whether the newest result of an excluded tool an earlier cut left out (for want
-        of room beside the higher protection classes) would fit now."""
-        if not decisions.readmit_tokens:
-            return False
-        base, _ = self._room(history, decisions, end=end)
-        limit = self._excluded_limit(history, decisions, end=end)
-        return self._calibration(decisions).corrected(base + decisions.readmit_tokens) <= limit
-
-    def _compaction_limit(self, end: int) -> int:
-        """How many of the compactable results before `end` may be compacted."""
-        available = bisect.bisect_left(self._replay.compactable, end)
-        return self._compaction.compactable_count(available)
-
-    def _compact_oldest(
-        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int, low: int
-    ) -> None:
-        limit = self._compaction_limit(end)
-        while decisions.compacted_count < limit and self._corrected_total(decisions) > low:
-            index = self._replay.compactable[decisions.compacted_count]
-            decisions.compacted_count += 1
-            compacted = self._assembly.compacted_tokens(history, index, self._replay, self._offload)
-            saved = self._replay.tokens[index] - compacted
-            if index >= decisions.cut:
-                decisions.history_tokens -= saved
-            # A kept group keeps the cost it had when the cut kept it: an estimate on the
-            # safe side, which spares a scan of the kept groups per compacted result.
-
-    def _cost(self, history: Sequence[BaseMessage], decisions: Decisions, index: int) -> int:
-        if self._replay.is_compacted(index, decisions.compacted_count):
-            return self._assembly.compacted_tokens(history, index, self._replay, self._offload)
-        return self._replay.tokens[index]
-
-    def _is_earlier_user(self, message: BaseMessage, index: int) -> bool:
-        """Whether a cut keeps `message` as an earlier user message: a user's own
-        message, but the task where it is pinned on its own."""
-        if not isinstance(message, HumanMessage) or added_kind(message) is not None:
-            return False
-        return not (index == self._replay.task and self._pin_task and self._replay.task_fits)
-
-    def _cut_groups(
-        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int, low: int
-    ) -> None:
-        """Cut whole groups from the front, down to the low watermark, newest group kept.
-
-        What goes before the cut is kept or not by protection class: the results of
-        excluded tools (with their calls), newest first, while they fit beside the
-        higher classes (`_keep_excluded_that_fit`); the earlier user messages, newest
-        first, within `tuning.EARLIER_USERS_SHARE` of the room history has, and giving way
-        where they take history over the high watermark; then the task, where it is
-        what keeps the request over budget. The note lists the values of what the cut
-        leaves out (`NoteSizing.list_note`), in room reserved for them before cutting.
-        """
-        newest = group_start(history, end)
-        # A tool loop that opens with a thinking block is cut whole or not at all (where
-        # an earlier call point cut its opening already, nothing is left to keep whole).
-        loop = thinking_tool_loop_start(history, end)
-        if loop is not None and loop >= decisions.cut:
-            newest = min(newest, loop)
-        _, room = self._room(history, decisions, end=end)
-        decisions.note_values_tokens = self._sizing.reserve(self._replay, decisions, room)
-        # Results of excluded tools kept again (or left out) move the watermarks: the
-        # front is cut again to the low watermark they leave, once.
-        for _ in range(2):
-            self._cut_front(history, decisions, newest=newest, end=end, low=low)
-            self._keep_excluded_that_fit(history, decisions, end=end)
-            _, low = self._watermarks(history, decisions, end=end)
-            if decisions.cut >= newest or self._corrected_total(decisions) <= low:
-                break
-        self._earlier_users_give_way(history, decisions, end=end, low=low)
-        if (
-            decisions.task_pinned
-            and self._corrected_total(decisions, note=False) > self._max_tokens
-        ):
-            # The task is left out where it is what keeps the request over budget (the
-            # note too: it is left out of a request it does not fit).
-            without_task = replace(decisions)
-            self._pin_for(history, without_task, end=end, pin_task=False)
-            if self._corrected_total(without_task, note=False) <= self._max_tokens:
-                decisions.task_pinned, decisions.pinned = False, without_task.pinned
-        self._sizing.list_note(history, self._replay, decisions, end=end, offload=self._offload)
-
-    def _cut_front(
-        self,
-        history: Sequence[BaseMessage],
-        decisions: Decisions,
-        *,
-        newest: int,
-        end: int,
-        low: int,
-    ) -> None:
-        """Move the cut over whole groups until history is under `low` or only the newest
-        group is left; earlier user messages are kept as they are passed."""
-        while decisions.cut < newest and self._corrected_total(decisions) > low:
-            start = decisions.cut
-            stop = group_end(history, start, end)
-            cost = sum(
-                self._cost(history, decisions, index)
-                for index in range(start, stop)
-                if not isinstance(history[index], SystemMessage)
-            )
-            decisions.history_tokens -= cost
-            if self._is_earlier_user(history[start], start):
-                decisions.keep(KeptGroup(start, stop, cost, EARLIER_USER))
-            for index in range(start, stop):
-                message = history[index]
-                if isinstance(message, HumanMessage) and added_kind(message) is None:
-                    decisions.last_user_before_cut = index
-            decisions.cut = stop
-            self._pin_for(history, decisions, end=end)
-
-    def _keep_excluded_that_fit(
-        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
-    ) -> None:
-        """Keep the groups before the cut that hold results of excluded tools, newest
-        first, while they fit the budget beside the higher protection classes (the system
-        messages, the task, the current turn).
-
-        Where one kept so far no longer fits, they give way in one step, down to what
-        leaves the history the room between the watermarks (`_excluded_limit`), so that the
-        next calls do not each give up one (a history of excluded results only would be cut
-        on every call). The cost of the newest one left out is kept (`readmit_tokens`): a
-        later call where it fits that way (the current turn moved on) takes it back, within
-        the same limit (taken back up to the budget, the next call would give way again).
-        """
-        before = {g.start for g in decisions.kept_groups if g.why == EXCLUDED_TOOL}
-        gave_way_before = decisions.readmit_tokens > 0
-        for group in [g for g in decisions.kept_groups if g.why == EXCLUDED_TOOL]:
-            decisions.give_up(group)
-        base, _ = self._room(history, decisions, end=end)
-        calibration = self._calibration(decisions)
-        groups = list(self._excluded_groups_newest_first(history, decisions))
-        kept, left_out = _fitting(groups, base, self._max_tokens, calibration)
-        if gave_way_before or not before.issubset(group.start for group in kept):
-            limit = self._excluded_limit(history, decisions, end=end)
-            kept, left_out = _fitting(groups, base, limit, calibration)
-        decisions.readmit_tokens = 0 if left_out is None else left_out.tokens
-        for group in reversed(kept):
-            decisions.keep(group)
-        decisions.kept_groups = tuple(sorted(decisions.kept_groups, key=lambda g: g.start))
-
-    def _excluded_limit(
-        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
-    ) -> int:
-        """What the request may take with the results of excluded tools, where they give
-        way or come back: the budget less the share of the room the higher classes leave
-        that lies between the watermarks, so that the history has the room a cut leaves to
-        grow in (kept up to the budget, they would give way again on the next call: a cut
-        on every call of a tool loop whose results are all excluded)."""
-        _, room = self._room(history, decisions, end=end)
-        room += decisions.kept_excluded_tokens
-        return self._max_tokens - int(room * (self._high_share - self._low_share))
-
-    def _excluded_groups_newest_first(
-        self, history: Sequence[BaseMessage], decisions: Decisions
-    ) -> Iterator[KeptGroup]:
-        """The groups before the cut that hold results of excluded tools, newest first."""
-        excluded = self._replay.excluded
-        position = bisect.bisect_left(excluded, decisions.cut) - 1
-        while position >= 0:
-            start = excluded[position]
-            while start > 0 and isinstance(history[start], ToolMessage):
-                start -= 1
-            stop = group_end(history, start, decisions.cut)
-            position = bisect.bisect_left(excluded, start) - 1
-            cost = sum(self._cost(history, decisions, index) for index in range(start, stop))
-            yield KeptGroup(start, stop, cost, EXCLUDED_TOOL)
-
-    def _earlier_users_give_way(
-        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int, low: int
-    ) -> None:
-        """The earlier user messages kept across the cut give way, oldest first: beyond
-        `tuning.EARLIER_USERS_SHARE` of the room history has; and where history is still over the
-        high watermark, in one step, so that the next calls do not each move the cut by
-        one group: down to the low watermark, or to half the room the rest leaves under
-        the high one; where the rest alone is over it, only as far as the budget needs."""
-        _, room = self._room(history, decisions, end=end)
-        users = decisions.kept_tokens - decisions.kept_excluded_tokens
-        share = int(room * tuning.EARLIER_USERS_SHARE)
-        high, _ = self._watermarks(history, decisions, end=end)
-        total = self._corrected_total(decisions)
-        rest = total - users
-        target = self._max_tokens if rest >= high else max(low, (rest + high) // 2)
-        target = target if total > high else total
-        while users > share or self._corrected_total(decisions) > target:
-            oldest = next((g for g in decisions.kept_groups if g.why == EARLIER_USER), None)
-            if oldest is None:
-                break
-            decisions.give_up(oldest)
-            users -= oldest.tokens
-            if oldest.start == decisions.pinned:
-                decisions.pinned_kept = False
-
-    def _pin_for(
-        self,
-        history: Sequence[BaseMessage],
-        decisions: Decisions,
-        *,
-        end: int,
-        pin_task: bool = True,
-    ) -> None:
-        """The user messages to pin in front of the cut.
-
-        The task, verbatim where it fits its share of the budget and cut to it where
-        not; and the latest user message before the cut, whole, unless the kept part
-        opens with a user message. Where that latest one is an oversized task, it is
-        pinned whole as before (the last resort cuts it where the request is too large),
-        so that governing the request again pins it the same way.
-        """
-        latest = decisions.last_user_before_cut
-        for index in range(decisions.cut, end):
-            if isinstance(history[index], SystemMessage):
-                continue
-            if isinstance(history[index], HumanMessage):
-                latest = None
-            break
-        task = self._replay.task
-        pinnable = pin_task and self._pin_task and self._replay.task_fits
-        pinnable = pinnable and task is not None and task < decisions.cut
-        if pinnable and latest is not None and latest == task and self._replay.task_cut:
-            # An oversized task that is also the latest user message is pinned whole.
-            pinnable = False
-        decisions.task_pinned = pinnable
-        decisions.pinned = None if pinnable and latest == task else latest
-        decisions.pinned_kept = decisions.pinned is not None and any(
-            group.start == decisions.pinned for group in decisions.kept_groups
-        )
 
     def _plan_of(
         self,
@@ -1006,12 +627,12 @@ class CacheAwareReplay:
             compacted_positions=compacted,
             kept=request.kept,
             origins=request.origins,
-            calibration=self._calibration(decisions),
+            calibration=self._view(history).calibration(decisions),
             fingerprints=prints,
             reasoning_left_out=decisions.left_out,
         )
         if start > 0 and summary is None and self._summary_for is not None:
-            plan.summary_room = self._summary_room(history, decisions, omitted)
+            plan.summary_room = self._summary_room(self._view(history), decisions, omitted)
         if self._last_request is not None:
             unchanged = leading_equal(self._last_request, prints)
             plan.unchanged_prefix_messages = unchanged
@@ -1025,19 +646,15 @@ class CacheAwareReplay:
             return None
         return self._summary_for(decisions.cut)
 
-    def _summary_room(
-        self, history: Sequence[BaseMessage], decisions: Decisions, omitted: int
-    ) -> int:
+    def _summary_room(self, view: HistoryView, decisions: Decisions, omitted: int) -> int:
         """The most tokens a summary of the cut can take with the note still under the
         high watermark (`_note_variant`'s test), where the note has none yet."""
-        high, _ = self._watermarks(history, decisions, end=len(history))
-        limit = self._calibration(decisions).limit(high)
-        without = self._total(decisions, note=False)
+        high, _ = watermarks(view, decisions, end=len(view.messages))
+        limit = view.calibration(decisions).limit(high)
+        without = view.total(decisions, note=False)
         return self._sizing.summary_room(decisions, omitted, limit=limit, without=without)
 
-    def _note_variant(
-        self, history: Sequence[BaseMessage], decisions: Decisions, *, end: int
-    ) -> int:
+    def _note_variant(self, view: HistoryView, decisions: Decisions, *, end: int) -> int:
         """Which note the request of the call on the first `end` messages sends at its cut
         (`NoteSizing.variant`). Decided from the decisions' counts, so that every call
         point knows the note its request sent: a note that changes is an edit of the front."""
@@ -1046,91 +663,34 @@ class CacheAwareReplay:
             return NOTE_NONE
         summary = self._summary(decisions)
         # The watermarks matter only where a summary may go into the note.
-        high = self._watermarks(history, decisions, end=end)[0] if summary else 0
+        high = watermarks(view, decisions, end=end)[0] if summary else 0
         return self._sizing.variant(
-            history,
+            view.messages,
             self._replay,
             decisions,
             end=end,
             omitted=omitted,
             summary=summary,
-            without=self._total(decisions, note=False),
+            without=view.total(decisions, note=False),
             high=high,
-            calibration=self._calibration(decisions),
+            calibration=view.calibration(decisions),
+        )
+
+    def _view(self, history: Sequence[BaseMessage]) -> HistoryView:
+        """The policy's view of `history` and of what this replay learned of it."""
+        return HistoryView(
+            history,
+            settings=self._settings,
+            learning=self._replay,
+            sizing=self._sizing,
+            assembly=self._assembly,
+            offload=self._offload,
+            shared_calibration=self._shared_calibration,
         )
 
     def _omitted(self, decisions: Decisions) -> int:
         """Messages before the cut the request leaves out (`NoteSizing.omitted`)."""
         return self._sizing.omitted(self._replay, decisions)
-
-
-def _fitting(
-    groups: Iterator[KeptGroup] | Sequence[KeptGroup],
-    base: int,
-    limit: int,
-    calibration: Calibration,
-) -> tuple[list[KeptGroup], KeptGroup | None]:
-    """The leading `groups` that fit `limit` on top of `base`, and the first that does not."""
-    kept: list[KeptGroup] = []
-    total = base
-    for group in groups:
-        if calibration.corrected(total + group.tokens) > limit:
-            return kept, group
-        total += group.tokens
-        kept.append(group)
-    return kept, None
-
-
-def _answer_carries_bound_reasoning(history: Sequence[BaseMessage], index: int) -> bool:
-    """Whether the answer before the user turn that ends at `index` carries reasoning bound
-    to its prefix and makes no call: the assistant messages between the turn before and
-    this one, as the request sends them. A turn of several user messages starts where the
-    first of them does (the request joins them); system messages go to the front, results
-    without a call are dropped and the user turns repairs add are no user's, so none of
-    them ends the answer (the alternation rules may merge its messages into one); a result
-    of a call ends it, as the answer comes after the tool loop. A user turn that carries tool
-    output (a chat template without a tool role writes the results there, and the calls as
-    the answer's text) follows calls: no turn starts there."""
-    while index >= 0 and _in_the_user_turn(history[index]):
-        if any(kind == "tool-output" for _, kind in user_parts(history[index])):
-            return False
-        index -= 1
-    bound = False
-    while index >= 0:
-        message = history[index]
-        if isinstance(message, AIMessage):
-            if declared_tool_call_ids(message):
-                return False
-            bound = bound or carries_bound_reasoning(message)
-        elif _ends_the_answer(history, index):
-            break
-        index -= 1
-    return bound
-
-
-def _ends_the_answer(history: Sequence[BaseMessage], index: int) -> bool:
-    """A user's turn before the answer, or a result of a call (the tool loop before it)."""
-    message = history[index]
-    if isinstance(message, HumanMessage):
-        return added_kind(message) != "user-turn"
-    return isinstance(message, ToolMessage) and _answers_its_group(history, index)
-
-
-def _answers_its_group(history: Sequence[BaseMessage], index: int) -> bool:
-    """Whether the result at `index` answers a call of the assistant message its group
-    opens with (the repairs drop any other)."""
-    opening = index
-    while opening > 0 and isinstance(history[opening - 1], ToolMessage):
-        opening -= 1
-    result = history[index]
-    assert isinstance(result, ToolMessage)
-    return opening > 0 and result.tool_call_id in declared_tool_call_ids(history[opening - 1])
-
-
-def _in_the_user_turn(message: BaseMessage) -> bool:
-    if isinstance(message, HumanMessage):
-        return added_kind(message) is None
-    return isinstance(message, SystemMessage)
 
 
 @runnable_when_called_without_messages

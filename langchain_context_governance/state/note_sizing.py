@@ -25,6 +25,14 @@ from langchain_context_governance.offload.kept import (
     is_read_call,
     read_call,
 )
+from langchain_context_governance.policy.decisions import (
+    NOTE_KEPT,
+    NOTE_NONE,
+    NOTE_PLAIN,
+    NOTE_SUMMARY,
+    NOTE_VALUES,
+    Decisions,
+)
 from langchain_context_governance.policy.last_resort import TRUNCATED_AT_LEAST
 from langchain_context_governance.policy.note import (
     cut_note,
@@ -35,15 +43,7 @@ from langchain_context_governance.policy.note import (
     values_of,
     values_text,
 )
-from langchain_context_governance.state.replay_state import (
-    NOTE_KEPT,
-    NOTE_NONE,
-    NOTE_PLAIN,
-    NOTE_SUMMARY,
-    NOTE_VALUES,
-    Decisions,
-    ReplayLearning,
-)
+from langchain_context_governance.state.replay_state import ReplayLearning
 from langchain_context_governance.state.request_assembly import RequestAssembly, note_listing
 from langchain_context_governance.tokens.calibration import Calibration
 from langchain_context_governance.tokens.counter import (

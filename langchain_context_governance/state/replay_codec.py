@@ -1,11 +1,11 @@
 """The cache-aware replay's state in a record, and back: its snapshot and its restore.
 
 A thread's next call usually lands on another worker (state/record.py). The replay's
-state (state/replay_state.py) goes in the record's `resume` as plain data: positions,
-counts and tool names, its columns packed as text (`_packing.PackedInts`, continued from
-call to call so that a growing history packs only what is new), no message and no
-fingerprint, which every process salts anew. A worker that takes it up continues at the
-cost of what is new instead of replaying the history.
+state (state/replay_state.py) and its decisions (policy/decisions.py) go in the record's
+`resume` as plain data: positions, counts and tool names, its columns packed as text
+(`_packing.PackedInts`, continued from call to call so that a growing history packs only
+what is new), no message and no fingerprint, which every process salts anew. A worker
+that takes it up continues at the cost of what is new instead of replaying the history.
 
 A snapshot read back is untrusted input: every column and number is bounded by the
 history it describes before anything is made of it, and checked against the others
@@ -23,15 +23,15 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from langchain_context_governance._packing import PackedInts, as_count, pack_ints
-from langchain_context_governance.policy.protection import EARLIER_USER, EXCLUDED_TOOL
-from langchain_context_governance.state.binding import LeftOut
-from langchain_context_governance.state.record import RECORD_READ_ERRORS
-from langchain_context_governance.state.replay_state import (
+from langchain_context_governance.policy.decisions import (
     NOTE_NONE,
     Decisions,
     KeptGroup,
-    ReplayLearning,
 )
+from langchain_context_governance.policy.left_out import LeftOut
+from langchain_context_governance.policy.protection import EARLIER_USER, EXCLUDED_TOOL
+from langchain_context_governance.state.record import RECORD_READ_ERRORS
+from langchain_context_governance.state.replay_state import ReplayLearning
 from langchain_context_governance.tokens.calibration import Calibration
 
 __all__ = ["ReplayColumns", "RestoredReplay", "restore_replay", "snapshot_replay"]

@@ -1,11 +1,10 @@
-"""The state the cache-aware replay keeps between calls, and its snapshot carries.
+"""What the cache-aware replay learned about the messages, kept between calls.
 
-What the replay learned about the messages (`ReplayLearning`), the groups a cut kept for
-their protection class (`KeptGroup`, named as in policy/protection.py) and the decisions
-so far (`Decisions`), with the note variants a decision names. Apart so that the
-replay that decides (state/cache_aware.py) and the codec that writes this state into a
-record and reads it back (state/replay_codec.py) share it, and the codec never imports
-the replay.
+`ReplayLearning`, by position: token counts, fingerprints, the system messages, the
+compactable and excluded results, the user messages and the task. The policy's decisions
+made of it are policy/decisions.py's. Apart so that the replay (state/cache_aware.py) and
+the codec that writes this state into a record and reads it back (state/replay_codec.py)
+share it, and the codec never imports the replay.
 """
 
 from __future__ import annotations
@@ -18,25 +17,8 @@ from dataclasses import dataclass, field
 from langchain_core.messages import BaseMessage
 
 from langchain_context_governance._messages import message_fingerprint
-from langchain_context_governance.policy.protection import EXCLUDED_TOOL
-from langchain_context_governance.state.binding import LeftOut
-from langchain_context_governance.tokens.calibration import UNCALIBRATED, Calibration
 
-__all__ = [
-    "NOTE_KEPT",
-    "NOTE_NONE",
-    "NOTE_PLAIN",
-    "NOTE_SUMMARY",
-    "NOTE_VALUES",
-    "Decisions",
-    "KeptGroup",
-    "ReplayLearning",
-]
-
-# The note a cut's request sends (`CacheAwareReplay._note_variant`): with the summary, with
-# the values (with offload: the lines naming what is kept), with offload the call that
-# reads the transcript back alone, plain, or none (a tiny budget).
-NOTE_SUMMARY, NOTE_VALUES, NOTE_KEPT, NOTE_PLAIN, NOTE_NONE = range(5)
+__all__ = ["ReplayLearning"]
 
 
 @dataclass
@@ -118,69 +100,3 @@ class ReplayLearning:
         if self.task is not None and self.task >= index:
             self.task, self.task_fits, self.task_tokens = None, False, 0
             self.task_cut = self.task_copied = False
-
-
-@dataclass(frozen=True)
-class KeptGroup:
-    """A group before the cut kept for its protection class (a user message, or a call
-    with a result of an excluded tool), and what it costs."""
-
-    start: int
-    stop: int
-    tokens: int
-    why: str
-
-
-@dataclass
-class Decisions:
-    """The decisions so far: where the request starts and how far compaction got."""
-
-    cut: int = 0
-    compacted_count: int = 0
-    # Tokens of the non-system messages from the cut on, and of the system messages.
-    history_tokens: int = 0
-    system_tokens: int = 0
-    raw_tokens: int = 0
-    pinned: int | None = None
-    last_user_before_cut: int | None = None
-    task_pinned: bool = False
-    kept_groups: tuple[KeptGroup, ...] = ()
-    # Their tokens and messages, kept as sums so that a decision costs O(1); and whether
-    # the pinned latest user message is one of them (it is then counted once, as the pin).
-    kept_tokens: int = 0
-    kept_excluded_tokens: int = 0
-    kept_messages: int = 0
-    # What the newest result of an excluded tool left out for want of room costs (with
-    # its call): where it fits again, a step takes it back.
-    readmit_tokens: int = 0
-    # What the provider rules that need the whole request add to it, where a first plan
-    # of the current call found it over budget for them (0 at every earlier call point).
-    rules_tokens: int = 0
-    pinned_kept: bool = False
-    # Learned from the sizes the provider reported for the replies so far.
-    calibration: Calibration = UNCALIBRATED
-    # The values of the omitted messages the note's data turn lists (policy/note.py), and
-    # the tokens that turn (with its frame and the note's pointer to it) adds: made at
-    # each cut, kept until the next. As listed (`note.values_text`): one text.
-    note_values: str = ""
-    note_values_tokens: int = 0
-    # The history positions whose bound reasoning lost the prefix it was made after
-    # (state/binding.py), by the edits of the call points so far.
-    left_out: LeftOut = field(default_factory=LeftOut)
-    # Which note the request of the latest call point sent (`NOTE_*`): a note that changes
-    # changes the front, and so the prefix of every message after it.
-    note_variant: int = NOTE_NONE
-
-    def keep(self, group: KeptGroup) -> None:
-        self.kept_groups = (*self.kept_groups, group)
-        self.kept_tokens += group.tokens
-        if group.why == EXCLUDED_TOOL:
-            self.kept_excluded_tokens += group.tokens
-        self.kept_messages += group.stop - group.start
-
-    def give_up(self, group: KeptGroup) -> None:
-        self.kept_groups = tuple(kept for kept in self.kept_groups if kept is not group)
-        self.kept_tokens -= group.tokens
-        if group.why == EXCLUDED_TOOL:
-            self.kept_excluded_tokens -= group.tokens
-        self.kept_messages -= group.stop - group.start

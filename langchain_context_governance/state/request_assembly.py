@@ -36,6 +36,14 @@ from langchain_context_governance._messages import content_text_length, message_
 from langchain_context_governance.offload.items import OffloadItem, answered_call, message_item
 from langchain_context_governance.offload.kept import Offload, is_read_call
 from langchain_context_governance.policy.compaction import ResultCompaction, offloaded_result
+from langchain_context_governance.policy.decisions import (
+    NOTE_KEPT,
+    NOTE_NONE,
+    NOTE_SUMMARY,
+    NOTE_VALUES,
+    Decisions,
+    KeptGroup,
+)
 from langchain_context_governance.policy.note import cut_turns
 from langchain_context_governance.policy.protection import (
     CURRENT_TURN,
@@ -45,15 +53,7 @@ from langchain_context_governance.policy.protection import (
 )
 from langchain_context_governance.policy.task import pinned_task_copy
 from langchain_context_governance.state.made import MadeMessages
-from langchain_context_governance.state.replay_state import (
-    NOTE_KEPT,
-    NOTE_NONE,
-    NOTE_SUMMARY,
-    NOTE_VALUES,
-    Decisions,
-    KeptGroup,
-    ReplayLearning,
-)
+from langchain_context_governance.state.replay_state import ReplayLearning
 from langchain_context_governance.tokens.counter import MessageTokenCounter
 
 __all__ = ["AssembledRequest", "RequestAssembly", "RequestOrigins", "note_listing"]

@@ -33,8 +33,8 @@ from langchain_openai import ChatOpenAI
 from benchmarks.thinking import build_thinking_history
 from langchain_context_governance import ContextGovernor, validate_messages
 from langchain_context_governance._reasoning import reasoning_left_out
+from langchain_context_governance.policy.left_out import MAX_RANGES
 from langchain_context_governance.rules.validate import PROVIDERS
-from langchain_context_governance.state.binding import MAX_RANGES
 from tests.prefix_oracle import PrefixOracle
 from tests.wire import LoopbackTransport, RecordingServer
 

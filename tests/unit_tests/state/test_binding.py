@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from langchain_context_governance.state.binding import MAX_RANGES, LeftOut
+from langchain_context_governance.policy.left_out import MAX_RANGES, LeftOut
 
 edits = st.lists(st.tuples(st.integers(-1, 200), st.integers(0, 201)), max_size=80)
 
