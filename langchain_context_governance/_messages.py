@@ -42,6 +42,7 @@ __all__ = [
     "content_text",
     "content_text_length",
     "declared_tool_call_ids",
+    "given_items",
     "has_tool_calls",
     "is_assistant",
     "is_system",
@@ -52,6 +53,7 @@ __all__ = [
     "message_key",
     "message_keys",
     "message_keys_and_text",
+    "messages_from",
     "messages_to_govern",
     "nested_too_deep",
     "readable_contents",
@@ -72,25 +74,28 @@ def as_message_list(messages: Sequence[MessageLikeRepresentation]) -> list[BaseM
         >>> as_message_list([("user", "hi")])
         [HumanMessage(content='hi', additional_kwargs={}, response_metadata={})]
     """
-    return readable_contents(_as_messages(messages)[0])
+    return readable_contents(_as_messages(_listed(messages))[0])
 
 
-def _as_messages(
-    messages: Sequence[MessageLikeRepresentation],
-) -> tuple[list[BaseMessage], set[type]]:
-    """A new list of BaseMessage objects, with their contents not yet checked, and the
-    set of their classes."""
+def _listed(messages: Sequence[MessageLikeRepresentation]) -> list[Any]:
+    """A new list of `messages`, not yet read; TypeError for a string or a lone message."""
     if isinstance(messages, (str, bytes)):
         raise TypeError("messages must be a sequence of messages, not a single string")
     if isinstance(messages, BaseMessage):
         raise TypeError("messages must be a sequence of messages; put the one message in a list")
-    items = list(messages)
+    return list(messages)
+
+
+def _as_messages(items: list[Any], *, start: int = 0) -> tuple[list[BaseMessage], set[type]]:
+    """`items` as BaseMessage objects (`items` itself where they all are), with their
+    contents not yet checked, and the set of the classes from `start` on: the items before
+    `start` are messages the caller knows (the very objects read on an earlier call)."""
     # By the set of types: isinstance on a pydantic class is slow, 10,000 times a call.
-    kinds = set(map(type, items))
+    kinds = set(map(type, itertools.islice(items, start, None)))
     if all(issubclass(kind, BaseMessage) for kind in kinds):
-        return items, kinds  # type: ignore[return-value]
-    converted: list[BaseMessage] = []
-    for index, item in enumerate(items):
+        return items, kinds
+    converted: list[BaseMessage] = items[:start]
+    for index, item in enumerate(itertools.islice(items, start, None), start):
         if isinstance(item, BaseMessage):
             converted.append(item)
             continue
@@ -172,7 +177,7 @@ def _nesting(value: Any, limit: int) -> bool:
     return False
 
 
-def nested_too_deep(messages: Sequence[BaseMessage]) -> ValueError | None:
+def nested_too_deep(messages: Sequence[Any]) -> ValueError | None:
     """A ValueError naming the first message whose content, tool-call arguments or extra
     fields nest deeper than `MAX_NESTING`, or None where none does: what a recursion
     error in reading them is said as (see `ContextGovernor.govern`).
@@ -186,6 +191,8 @@ def nested_too_deep(messages: Sequence[BaseMessage]) -> ValueError | None:
         message 1: its content, tool calls or extra fields nest more than 100 levels deep
     """
     for index, message in enumerate(messages):
+        if not isinstance(message, BaseMessage):
+            continue  # not read yet: a recursion error was not in reading it
         calls = message.tool_calls if isinstance(message, AIMessage) else ()
         parts = (message.content, message.additional_kwargs, [call.get("args") for call in calls])
         if any(_nesting(part, MAX_NESTING) for part in parts):
@@ -209,7 +216,8 @@ def messages_to_govern(value: Any, *, check_contents: bool = True) -> list[BaseM
     With `check_contents=False` the contents are left to `readable_contents`, for a
     caller that knows which messages it checked on an earlier call; where a
     `RemoveMessage` is applied they are checked here all the same, so that an error
-    names the index the caller gave.
+    names the index the caller gave. The same in two steps: `given_items`, then
+    `messages_from` (for a caller that knows which items it read before).
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
@@ -218,6 +226,12 @@ def messages_to_govern(value: Any, *, check_contents: bool = True) -> list[BaseM
         >>> [m.content for m in messages_to_govern(state)]
         ['hi', 'again']
     """
+    return messages_from(given_items(value), check_contents=check_contents)
+
+
+def given_items(value: Any) -> list[Any]:
+    """The list of what the governor is given (see `messages_to_govern`), as a new list
+    whose items are not read yet."""
     if isinstance(value, PromptValue):
         value = value.to_messages()
     if isinstance(value, Mapping):
@@ -228,9 +242,19 @@ def messages_to_govern(value: Any, *, check_contents: bool = True) -> list[BaseM
                 f"'messages' key; got a mapping whose keys are {keys}"
             )
         value = value["messages"]
-    messages, kinds = _as_messages(value)
+    return _listed(value)
+
+
+def messages_from(
+    items: list[Any], *, start: int = 0, check_contents: bool = True
+) -> list[BaseMessage]:
+    """`given_items` read as messages (see `messages_to_govern`): `items` itself where it
+    holds messages only and removes none. The items before `start` are not read: they are
+    the very message objects read on an earlier call (`RepairStream.objects_read_in`), so
+    a long history costs a look at what is new only."""
+    messages, kinds = _as_messages(items, start=start)
     if not any(issubclass(kind, RemoveMessage) for kind in kinds):
-        return readable_contents(messages) if check_contents else messages
+        return readable_contents(messages, start=start) if check_contents else messages
     return _apply_removals(readable_contents(messages))
 
 

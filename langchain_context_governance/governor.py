@@ -25,7 +25,8 @@ from pydantic import ConfigDict, PrivateAttr
 
 from langchain_context_governance._messages import (
     calls_encoded_once,
-    messages_to_govern,
+    given_items,
+    messages_from,
     nested_too_deep,
     readable_contents,
 )
@@ -364,13 +365,13 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         for its length (see overflow.py); the retry's request is governed with a
         calibration raised to fit.
         """
-        given = _to_message_list(messages)
+        items = given_items(messages)
         if record is None:
             record = self._stored_record(thread_id)
         offload = self._offload_for(thread_id)
         with (
-            _nesting_named(given),
-            self._conversation(thread_id, given, record) as (state, original),
+            _nesting_named(items),
+            self._conversation(thread_id, items, record) as (state, given, original),
         ):
             tools_tokens = self._tools_tokens(tools)
             result, job, previous = self._govern_with(
@@ -402,12 +403,12 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
             return self.govern(
                 messages, thread_id=thread_id, tools=tools, record=record, overflows=overflows
             )
-        given = _to_message_list(messages)
+        items = given_items(messages)
         if record is None:
             record = await self._astored_record(thread_id)
         with (
-            _nesting_named(given),
-            self._conversation(thread_id, given, record) as (state, original),
+            _nesting_named(items),
+            self._conversation(thread_id, items, record) as (state, given, original),
         ):
             tools_tokens = self._tools_tokens(tools)
             result, job, previous = self._govern_with(
@@ -427,28 +428,44 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
     def _conversation(
         self,
         thread_id: str | None,
-        given: list[BaseMessage],
+        items: list[Any],
         record: Mapping[str, Any] | None,
-    ) -> Iterator[tuple[ConversationState, list[BaseMessage]]]:
+    ) -> Iterator[tuple[ConversationState, list[BaseMessage], list[BaseMessage]]]:
         """The conversation's state, held by this call (a fresh one where another holds
-        it), and the messages `given` with their contents checked.
+        it), the messages given (`items` read as messages), and those with their contents
+        checked.
 
         Rather than wait for the other call, govern from a fresh state, which gives the
         same request: governance never blocks a thread or an event loop on a lock. A
         record written elsewhere since this state's last call is taken up
-        (`_continue_from_record`). Only the contents of messages the conversation has
-        not read before (as these very objects, or as equal messages of text) are
-        checked (`readable_contents`). Tool calls are encoded once for the call
-        (`calls_encoded_once`).
+        (`_continue_from_record`). Only the items the conversation has not read before
+        are read as messages (`messages_from`: the very objects read are not looked at
+        again), and only the contents of messages it has not read before (as these very
+        objects, or as equal messages of text) are checked (`readable_contents`). Tool
+        calls are encoded once for the call (`calls_encoded_once`).
         """
+        read: list[list[BaseMessage]] = []
+
+        def history() -> list[BaseMessage]:
+            # Read only where the lookup compares histories (no thread, or several).
+            if not read:
+                read.append(messages_from(items, check_contents=False))
+            return read[0]
+
         with calls_encoded_once():
-            state = self._conversations.state_for(thread_id, given)
+            state = self._conversations.state_for(thread_id, history)
             if not state.lock.acquire(blocking=False):
                 state = self._new_conversation()
-                yield state, self._checked_after_record(state, record, given, thread_id)
+                given = history()
+                yield state, given, self._checked_after_record(state, record, given, thread_id)
                 return
             try:
-                yield state, self._checked_after_record(state, record, given, thread_id)
+                if read:
+                    given = read[0]
+                else:
+                    known = state.repairs.objects_read_in(items)
+                    given = messages_from(items, start=known, check_contents=False)
+                yield state, given, self._checked_after_record(state, record, given, thread_id)
             finally:
                 state.lock.release()
 
@@ -811,7 +828,7 @@ def _warn_current_turn_truncated(report: GovernanceReport) -> None:
 
 
 @contextmanager
-def _nesting_named(messages: list[BaseMessage]) -> Iterator[None]:
+def _nesting_named(messages: list[Any]) -> Iterator[None]:
     """A recursion error in reading `messages` (JSON and `repr` recurse) said as a
     ValueError naming the message nested too deep; any other is raised as it came."""
     try:
@@ -867,8 +884,3 @@ def _warn_over_budget(report: GovernanceReport) -> None:
         report.budget,
         report.corrected_tokens_after - report.budget,
     )
-
-
-def _to_message_list(messages: GovernorInput) -> list[BaseMessage]:
-    """The messages given, their contents left to `_conversation` to check."""
-    return messages_to_govern(messages, check_contents=False)

@@ -385,10 +385,10 @@ class Conversations:
         ...     repairs = RepairStream(repair_group=lambda m, d: (m, {}), count_message=one)
         ...     return ConversationState(repairs)
         >>> conversations = Conversations(new_state, max_conversations=2)
-        >>> first = conversations.state_for("thread-1", [])
-        >>> first is conversations.state_for("thread-1", [])
+        >>> first = conversations.state_for("thread-1", list)
+        >>> first is conversations.state_for("thread-1", list)
         True
-        >>> _ = conversations.state_for("thread-2", []), conversations.state_for("thread-3", [])
+        >>> _ = conversations.state_for("thread-2", list), conversations.state_for("thread-3", list)
         >>> len(conversations)
         2
     """
@@ -409,9 +409,12 @@ class Conversations:
             return sum(len(states) for states in self._states.values())
 
     def state_for(
-        self, thread_id: str | None, messages: Sequence[BaseMessage]
+        self, thread_id: str | None, history: Callable[[], Sequence[BaseMessage]]
     ) -> ConversationState:
-        """The state of the conversation `messages` belongs to; a new one when none fits."""
+        """The state of the conversation whose messages `history()` gives; a new one when
+        none fits. `history` is called only where states are compared by their history
+        (no thread id, or several conversations under one), so a call of the one
+        conversation of a thread reads none of its messages here."""
         with self._lock:
             states = self._states.get(thread_id)
             if states is None:
@@ -419,7 +422,7 @@ class Conversations:
                 self._drop_oldest_threads()
             else:
                 self._states.move_to_end(thread_id)
-            state = self._continued_state(states, messages, by_thread=thread_id is not None)
+            state = self._continued_state(states, history, by_thread=thread_id is not None)
             if state is None:
                 state = self._new_state()
                 limit = _STATES_WITHOUT_THREAD if thread_id is None else _STATES_PER_THREAD
@@ -432,11 +435,17 @@ class Conversations:
 
     @staticmethod
     def _continued_state(
-        states: list[ConversationState], messages: Sequence[BaseMessage], *, by_thread: bool
+        states: list[ConversationState],
+        history: Callable[[], Sequence[BaseMessage]],
+        *,
+        by_thread: bool,
     ) -> ConversationState | None:
         if by_thread and len(states) == 1:
             # One conversation per thread is the common case: no need to compare.
             return states[0]
+        if not states:
+            return None
+        messages = history()
         for state in reversed(states):
             if state.repairs.continued_by(messages):
                 return state

@@ -580,6 +580,33 @@ class RepairStream:
         self._reloaded = self._found[1] == "reloaded"
         return self._found[1] is not None
 
+    def objects_read_in(self, items: Sequence[Any]) -> int:
+        """How many leading `items` (what a call was given, not read yet) are the message
+        objects this stream read (or, one replaced, a message equal to it in every field),
+        all of them or none: they need no look at their classes or contents
+        (`_messages.messages_from`). `checked_before` and `read` of this very list take
+        the comparison made here.
+
+        Example:
+            >>> from langchain_core.messages import AIMessage, HumanMessage
+            >>> one = lambda message: 1
+            >>> stream = RepairStream(repair_group=lambda m, d: (m, {}), count_message=one)
+            >>> history = [HumanMessage("a"), AIMessage("b"), HumanMessage("c")]
+            >>> _ = stream.read(history)  # the last group stays pending
+            >>> stream.objects_read_in([*history, ("ai", "d")])
+            2
+            >>> stream.objects_read_in([HumanMessage("z"), *history[1:]])  # another history
+            0
+        """
+        known = self._read
+        if known == 0 or self._reloaded or len(items) < known:
+            return 0
+        if not self._objects.are(items, known):
+            return 0
+        # What `_compare` finds for these very objects.
+        self._found = (items, "same objects", known)
+        return known
+
     def checked_before(self, messages: Sequence[BaseMessage]) -> int:
         """How many leading `messages` need no look at their contents: the very objects
         read on earlier calls, where the call passes them as they were, or those of a

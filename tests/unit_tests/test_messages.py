@@ -13,11 +13,14 @@ from langchain_core.messages import (
     HumanMessage,
     RemoveMessage,
     SystemMessage,
+    messages_from_dict,
+    messages_to_dict,
 )
 from langchain_core.prompts import ChatPromptTemplate
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langchain_context_governance import ContextGovernor, validate_messages
+from langchain_context_governance import _messages as messages_module
 from langchain_context_governance._messages import (
     as_message_list,
     calls_encoded_once,
@@ -252,3 +255,31 @@ def test_a_call_encodes_the_tool_calls_of_a_message_once(monkeypatch: pytest.Mon
     assert len(encoded) == 5
     assert within == outside
     assert within[1] != within[2]
+
+
+def test_a_steady_call_reads_as_messages_only_what_is_new(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The items a conversation read before, passed again as the same objects, are not
+    looked at again: a long history costs a look at what is new only. A history reloaded
+    from a checkpoint (new objects) is read whole, and one with a non-message item after
+    what was read still gets the error naming it."""
+    governor = ContextGovernor(context_window_tokens=50_000)
+    history: list[BaseMessage] = [HumanMessage("fix it")]
+    for n in range(300):
+        history += [ai_calls(call(f"c{n}")), result(f"c{n}", f"line {n}")]
+    governor.govern(history, thread_id="t")
+    looked: list[int] = []
+    real = messages_module._as_messages
+
+    def counting(items: list[Any], *, start: int = 0) -> Any:
+        looked.append(len(items) - start)
+        return real(items, start=start)
+
+    monkeypatch.setattr(messages_module, "_as_messages", counting)
+    grown = [*history, ai_calls(call("new")), result("new", "more")]
+    governor.govern(grown, thread_id="t")
+    assert looked and max(looked) <= 4
+    looked.clear()
+    governor.govern(messages_from_dict(messages_to_dict(grown)), thread_id="t")
+    assert looked == [len(grown)]
+    with pytest.raises(ValueError, match=f"message {len(grown)} cannot be read"):
+        governor.govern([*grown, object()], thread_id="t")  # type: ignore[list-item]

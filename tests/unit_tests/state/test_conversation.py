@@ -205,7 +205,7 @@ async def test_async_calls_of_many_threads_and_of_one_busy_thread():
 def test_a_busy_conversation_is_governed_from_a_fresh_state():
     shared = governor()
     history = tool_loop(5)
-    state = shared._conversations.state_for("t", history)
+    state = shared._conversations.state_for("t", lambda: history)
     with state.lock:
         assert shared.govern(history, thread_id="t").messages == governor().govern(history).messages
 
@@ -216,11 +216,11 @@ def test_conversations_lookup_example_state_type():
         return ConversationState(stream, None)
 
     conversations = Conversations(new_state, max_conversations=2)
-    first = conversations.state_for("a", [])
-    assert conversations.state_for("a", []) is first
-    conversations.state_for("b", [])
-    conversations.state_for("c", [])
-    assert conversations.state_for("a", []) is not first
+    first = conversations.state_for("a", list)
+    assert conversations.state_for("a", list) is first
+    conversations.state_for("b", list)
+    conversations.state_for("c", list)
+    assert conversations.state_for("a", list) is not first
 
 
 def test_tools_alternating_per_call_keep_the_conversation_s_state(
