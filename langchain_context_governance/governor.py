@@ -38,10 +38,7 @@ from langchain_context_governance.model_settings import (
 )
 from langchain_context_governance.offload import (
     Offload,
-    OffloadStore,
-    embedded_store,
     read_context_tool,
-    store_in_run,
 )
 from langchain_context_governance.offload.tool import page_characters_for
 from langchain_context_governance.pipeline import Call, Pipeline, report_of
@@ -54,7 +51,6 @@ from langchain_context_governance.state.binding import leave_out_stale_reasoning
 from langchain_context_governance.state.cache_aware import CacheAwareReplay
 from langchain_context_governance.state.conversation import Conversations, ConversationState
 from langchain_context_governance.state.record import (
-    RECORD_KEY,
     GovernanceRecord,
     PreviousRequest,
     UnusableRecord,
@@ -64,13 +60,11 @@ from langchain_context_governance.state.record import (
 from langchain_context_governance.state.repair_stream import RepairStream
 from langchain_context_governance.state.summary import (
     SummaryJob,
-    aask_within,
-    ask_within,
+    SummaryWriter,
     max_summary_chars,
     summary_kept,
-    summary_of_reply,
-    summary_request,
 )
+from langchain_context_governance.state.thread_store import ThreadStore
 from langchain_context_governance.tokens.calibration import Overflow, shared_calibration
 from langchain_context_governance.tokens.counter import (
     APPROXIMATE_CHARS_PER_TOKEN,
@@ -144,12 +138,11 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
     _conversations: Conversations = PrivateAttr()
     # The model the governor was sized for (`from_model`): its calibration default.
     _model_label: str | None = PrivateAttr(default=None)
-    # The summary model itself, built once where `summary_model` is a "provider:model".
-    _summary_model: Runnable[Any, Any] | None = PrivateAttr(default=None)
+    # How the summary model is asked (built once, also where `summary_model` is a
+    # "provider:model" string); None without one.
+    _summary_writer: SummaryWriter | None = PrivateAttr(default=None)
     # Records written under other request-shaping settings are never read.
     _settings_digest: str = PrivateAttr(default="")
-    # The kinds of summary-model failure logged at WARNING (later ones at DEBUG).
-    _summary_failures_logged: set[str] = PrivateAttr(default_factory=set)
 
     def model_post_init(self, context: Any, /) -> None:
         super().model_post_init(context)
@@ -180,11 +173,14 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         self._conversations = Conversations(
             self._new_conversation, max_conversations=self.max_conversations
         )
-        if isinstance(self.summary_model, str):
-            self._summary_model = chat_model_from_string(self.summary_model)
-        else:
-            self._summary_model = self.summary_model
-        self._summary_failures_logged = set()
+        model = self.summary_model
+        if isinstance(model, str):
+            model = chat_model_from_string(model)
+        self._summary_writer = (
+            None
+            if model is None
+            else SummaryWriter(model, prompt=self.summary_prompt, timeout=self.summary_timeout)
+        )
         self._settings_digest = settings_digest(self._request_shaping_settings())
 
     def _request_shaping_settings(self) -> dict[str, Any]:
@@ -366,8 +362,9 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         calibration raised to fit.
         """
         items = given_items(messages)
+        thread_store = ThreadStore(self.store)
         if record is None:
-            record = self._stored_record(thread_id)
+            record = thread_store.record(thread_id)
         offload = self._offload_for(thread_id)
         with (
             _nesting_named(items),
@@ -378,13 +375,15 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
                 state, original, tools_tokens, overflows, offload
             )
             if job is not None:
-                state.summary = summary_kept(state.summary, job, self._summarize(job))
+                assert self._summary_writer is not None  # a job is found only with one
+                written = self._summary_writer.write(job)
+                state.summary = summary_kept(state.summary, job, written)
                 state.previous_request = previous
                 result = self._govern_with(state, original, tools_tokens, overflows, offload)[0]
             result = self._with_record(state, result, original, given, thread_id)
-        self._store_record(thread_id, result.record)
+        thread_store.keep_record(thread_id, result.record)
         if offload is not None and thread_id is not None:
-            self._keep_offloaded(thread_id, offload)
+            thread_store.keep_offloaded(thread_id, offload)
         return result
 
     async def agovern(
@@ -398,14 +397,15 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
     ) -> GovernanceResult:
         """`govern` for async callers: the summary model and the store are awaited."""
         offload = self._offload_for(thread_id)
-        if self._summary_model is None and self.store is None and offload is None:
+        if self._summary_writer is None and self.store is None and offload is None:
             # Nothing to await: governance is computation on a copy.
             return self.govern(
                 messages, thread_id=thread_id, tools=tools, record=record, overflows=overflows
             )
         items = given_items(messages)
+        thread_store = ThreadStore(self.store)
         if record is None:
-            record = await self._astored_record(thread_id)
+            record = await thread_store.arecord(thread_id)
         with (
             _nesting_named(items),
             self._conversation(thread_id, items, record) as (state, given, original),
@@ -415,13 +415,15 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
                 state, original, tools_tokens, overflows, offload
             )
             if job is not None:
-                state.summary = summary_kept(state.summary, job, await self._asummarize(job))
+                assert self._summary_writer is not None  # a job is found only with one
+                written = await self._summary_writer.awrite(job)
+                state.summary = summary_kept(state.summary, job, written)
                 state.previous_request = previous
                 result = self._govern_with(state, original, tools_tokens, overflows, offload)[0]
             result = self._with_record(state, result, original, given, thread_id)
-        await self._astore_record(thread_id, result.record)
+        await thread_store.akeep_record(thread_id, result.record)
         if offload is not None and thread_id is not None:
-            await self._akeep_offloaded(thread_id, offload)
+            await thread_store.akeep_offloaded(thread_id, offload)
         return result
 
     @contextmanager
@@ -520,7 +522,7 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
             logger.debug("context governance: the record is not used (%s); rebuilding", reason)
             state.forget_record()
             return
-        if self._summary_model is None and record.summary is not None:
+        if self._summary_writer is None and record.summary is not None:
             # Only a summary this governor's summary model writes is ever sent.
             record = dataclasses.replace(record, summary=None)
         if not state.continue_from(record, messages):
@@ -551,49 +553,10 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
                 report = _in_given(report, len(given), leading, start)
         return dataclasses.replace(result, report=report, record=record.to_dict())
 
-    def _stored_record(self, thread_id: str | None) -> Mapping[str, Any] | None:
-        if self.store is None or thread_id is None:
-            return None
-        item = self.store.get(_STORE_NAMESPACE, thread_id)
-        return None if item is None else item.value
-
-    async def _astored_record(self, thread_id: str | None) -> Mapping[str, Any] | None:
-        if self.store is None or thread_id is None:
-            return None
-        item = await self.store.aget(_STORE_NAMESPACE, thread_id)
-        return None if item is None else item.value
-
-    def _store_record(self, thread_id: str | None, record: dict[str, Any] | None) -> None:
-        if self.store is not None and thread_id is not None and record is not None:
-            self.store.put(_STORE_NAMESPACE, thread_id, record)
-
-    async def _astore_record(self, thread_id: str | None, record: dict[str, Any] | None) -> None:
-        if self.store is not None and thread_id is not None and record is not None:
-            await self.store.aput(_STORE_NAMESPACE, thread_id, record)
-
     def _offload_for(self, thread_id: str | None) -> Offload | None:
         """What this call keeps of what leaves its request: with `offload`, in a thread
         (without one, `read_context` reads nothing, so no handle is shown)."""
         return Offload() if self.offload and thread_id is not None else None
-
-    def _offload_store(self) -> OffloadStore:
-        """Where offloaded items are kept: the running graph's store, else `store`, else
-        the process's embedded store (offload/store.py)."""
-        return OffloadStore(store_in_run() or self.store or embedded_store())
-
-    def _keep_offloaded(self, thread_id: str, offload: Offload) -> None:
-        """Write what this call took out of its request that the thread's store does not
-        hold yet; a store that fails is logged, never raised."""
-        try:
-            self._offload_store().keep(thread_id, offload.items)
-        except Exception:
-            logger.exception("context governance: the offloaded content could not be kept")
-
-    async def _akeep_offloaded(self, thread_id: str, offload: Offload) -> None:
-        try:
-            await self._offload_store().akeep(thread_id, offload.items)
-        except Exception:
-            logger.exception("context governance: the offloaded content could not be kept")
 
     def read_context_tool(self) -> BaseTool:
         """The `read_context` tool that reads back what this governor offloaded (see
@@ -707,41 +670,6 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
         state.truncation_warned = newest
         _warn_current_turn_truncated(report)
 
-    def _summarize(self, job: SummaryJob) -> str | None:
-        assert self._summary_model is not None
-        request = summary_request(job, prompt=self.summary_prompt)
-        try:
-            reply = ask_within(self._summary_model, request, timeout=self.summary_timeout)
-        except Exception as error:
-            self._log_summary_failure(error)
-            return None
-        return summary_of_reply(reply, job)
-
-    async def _asummarize(self, job: SummaryJob) -> str | None:
-        assert self._summary_model is not None
-        request = summary_request(job, prompt=self.summary_prompt)
-        try:
-            reply = await aask_within(self._summary_model, request, timeout=self.summary_timeout)
-        except Exception as error:
-            self._log_summary_failure(error)
-            return None
-        return summary_of_reply(reply, job)
-
-    def _log_summary_failure(self, error: Exception) -> None:
-        """A failing summary model costs the cut its summary, never the call: one WARNING
-        per kind of failure, with what it said; later ones at DEBUG with the traceback."""
-        kind = type(error).__name__
-        if kind in self._summary_failures_logged:
-            logger.debug("context governance: the summary model failed again", exc_info=error)
-            return
-        self._summary_failures_logged.add(kind)
-        logger.warning(
-            "context governance: the summary model failed (%s: %s); the cut keeps its note "
-            "without a summary (later failures of this kind are logged at DEBUG)",
-            kind,
-            error,
-        )
-
     def as_pre_model_hook(
         self,
         mode: Literal["llm_input", "replace"] = "llm_input",
@@ -777,7 +705,6 @@ try:
 except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
     _PACKAGE_VERSION = "unknown"
 # Where a `store` keeps the records, by thread id.
-_STORE_NAMESPACE = (RECORD_KEY,)
 
 # Text settings longer than this show their length in `repr` (a chat template, a prompt).
 _REPR_TEXT_CHARACTERS = 60

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -44,6 +45,8 @@ from langchain_context_governance._messages import content_text
 from langchain_context_governance.policy.note import escape_delimiters
 from langchain_context_governance.state.record import SummaryRecord
 from langchain_context_governance.tokens.counter import APPROXIMATE_CHARS_PER_TOKEN
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_SUMMARY_PROMPT = (
     "You compress the early part of a conversation between a user and an AI agent that "
@@ -310,3 +313,60 @@ def summary_of_reply(reply: Any, job: SummaryJob) -> str | None:
     """The summary text of the model's reply to `job`, cut to the job's size."""
     message = reply if isinstance(reply, BaseMessage) else AIMessage(str(reply))
     return summary_text(message, max_tokens=job.max_tokens)
+
+
+class SummaryWriter:
+    """The summary model, asked for the summary of a cut within `timeout` seconds.
+
+    A model that fails or does not answer costs the cut its summary, never the call: the
+    note goes out plain. Each kind of failure is logged once at WARNING, with what the
+    model said; later ones at DEBUG, with the traceback.
+
+    Example:
+        >>> from langchain_context_governance.testing import ScriptedChatModel
+        >>> model = ScriptedChatModel(lambda request: AIMessage("They read a.py."))
+        >>> writer = SummaryWriter(model, prompt="Summarize.", timeout=5)
+        >>> job = SummaryJob(cut=3, dropped=(HumanMessage("read a.py"),), earlier=None,
+        ...                  max_tokens=50)
+        >>> writer.write(job)
+        'They read a.py.'
+    """
+
+    def __init__(self, model: Runnable[Any, Any], *, prompt: str, timeout: float | None) -> None:
+        self.model = model
+        self._prompt = prompt
+        self._timeout = timeout
+        self._failures_logged: set[str] = set()
+
+    def write(self, job: SummaryJob) -> str | None:
+        """The summary of `job`'s messages, or None where the model gave none in time."""
+        request = summary_request(job, prompt=self._prompt)
+        try:
+            reply = ask_within(self.model, request, timeout=self._timeout)
+        except Exception as error:
+            self._log_failure(error)
+            return None
+        return summary_of_reply(reply, job)
+
+    async def awrite(self, job: SummaryJob) -> str | None:
+        """`write` for async callers: the model is awaited."""
+        request = summary_request(job, prompt=self._prompt)
+        try:
+            reply = await aask_within(self.model, request, timeout=self._timeout)
+        except Exception as error:
+            self._log_failure(error)
+            return None
+        return summary_of_reply(reply, job)
+
+    def _log_failure(self, error: Exception) -> None:
+        kind = type(error).__name__
+        if kind in self._failures_logged:
+            logger.debug("context governance: the summary model failed again", exc_info=error)
+            return
+        self._failures_logged.add(kind)
+        logger.warning(
+            "context governance: the summary model failed (%s: %s); the cut keeps its note "
+            "without a summary (later failures of this kind are logged at DEBUG)",
+            kind,
+            error,
+        )

@@ -227,7 +227,7 @@ def test_summary_model_takes_a_provider_model_string_without_network() -> None:
     from langchain_openai import ChatOpenAI
 
     shared = governor("openai:gpt-4o-mini")
-    assert isinstance(shared._summary_model, ChatOpenAI)
+    assert isinstance(shared._summary_writer.model, ChatOpenAI)  # type: ignore[union-attr]
     assert shared.summary_model == "openai:gpt-4o-mini"
     assert len(repr(shared)) < 2_000
 
