@@ -42,6 +42,7 @@ from langchain_context_governance.offload import (
 )
 from langchain_context_governance.offload.tool import page_characters_for
 from langchain_context_governance.pipeline import Call, Pipeline, report_of
+from langchain_context_governance.policy.summary_job import SummaryJob, summary_kept, summary_tokens
 from langchain_context_governance.report import GovernanceReport, GovernanceResult, GovernorInput
 from langchain_context_governance.rules.continued import ContinuedRepair
 from langchain_context_governance.rules.profile import Profile, resolve_profile
@@ -58,12 +59,7 @@ from langchain_context_governance.state.record import (
     thread_digest,
 )
 from langchain_context_governance.state.repair_stream import RepairStream
-from langchain_context_governance.state.summary import (
-    SummaryJob,
-    SummaryWriter,
-    max_summary_chars,
-    summary_kept,
-)
+from langchain_context_governance.state.summary import SummaryWriter, max_summary_chars
 from langchain_context_governance.state.thread_store import ThreadStore
 from langchain_context_governance.tokens.calibration import Overflow, shared_calibration
 from langchain_context_governance.tokens.counter import (
@@ -72,7 +68,6 @@ from langchain_context_governance.tokens.counter import (
     get_token_counter,
 )
 from langchain_context_governance.tracing import agovern_in_run, govern_in_run
-from langchain_context_governance.tuning import MIN_SUMMARY_TOKENS
 
 __all__ = ["ContextGovernor", "GovernanceReport", "GovernanceResult", "GovernorInput"]
 
@@ -516,7 +511,7 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
                 data,
                 settings=self._settings_digest,
                 thread=thread_digest(thread_id),
-                max_summary_chars=max_summary_chars(self._summary_tokens()),
+                max_summary_chars=max_summary_chars(summary_tokens(self._pipeline.budget)),
             )
         except UnusableRecord as reason:
             logger.debug("context governance: the record is not used (%s); rebuilding", reason)
@@ -527,10 +522,6 @@ class ContextGovernor(GovernorSettings, RunnableSerializable[GovernorInput, list
             record = dataclasses.replace(record, summary=None)
         if not state.continue_from(record, messages):
             logger.debug("context governance: the record was written for another history")
-
-    def _summary_tokens(self) -> int:
-        """The tokens a summary may take: a tenth of the budget, at least a few dozen."""
-        return max(MIN_SUMMARY_TOKENS, (self._pipeline.budget or 0) // 10)
 
     def _with_record(
         self,

@@ -64,6 +64,7 @@ from langchain_context_governance.policy.compaction import (
     compact_all_but_newest,
 )
 from langchain_context_governance.policy.last_resort import BudgetFit, fit_to_budget
+from langchain_context_governance.policy.summary_job import SummaryJob, summary_job, summary_size
 from langchain_context_governance.report import GovernanceReport
 from langchain_context_governance.rules.profile import Profile
 from langchain_context_governance.state.binding import (
@@ -75,12 +76,8 @@ from langchain_context_governance.state.cache_aware import CompactionPlan
 from langchain_context_governance.state.conversation import ConversationState
 from langchain_context_governance.state.record import PreviousRequest
 from langchain_context_governance.state.repair_stream import RepairedHistory, StreamRead
-from langchain_context_governance.state.summary import SummaryJob, summary_job
 from langchain_context_governance.tokens.calibration import Calibration, Overflow
 from langchain_context_governance.tokens.counter import MessageTokenCounter
-from langchain_context_governance.tuning import (
-    MIN_SUMMARY_TOKENS,
-)
 
 __all__ = ["FALLBACK_STEPS", "STEPS", "Call", "Pipeline", "Step"]
 
@@ -379,17 +376,12 @@ def find_summary_job(pipeline: Pipeline, call: Call) -> None:
     plan = call.plan
     if not pipeline.summarizes or plan is None or plan.cut == 0 or plan.omitted == 0:
         return
-    if plan.summary_room < MIN_SUMMARY_TOKENS:
-        # A summary the request could not carry is not asked for: the next cut's
-        # summary covers what this one left out.
-        return
     assert pipeline.budget is not None
-    call.summary_job = summary_job(
-        call.state.summary,
-        call.history,
-        cut=plan.cut,
-        max_tokens=min(max(MIN_SUMMARY_TOKENS, pipeline.budget // 10), plan.summary_room),
-    )
+    size = summary_size(budget=pipeline.budget, room=plan.summary_room)
+    if size is None:
+        # A summary the request could not carry is not asked for (policy/summary_job.py).
+        return
+    call.summary_job = summary_job(call.state.summary, call.history, cut=plan.cut, max_tokens=size)
 
 
 STEPS: tuple[tuple[str, Step], ...] = (

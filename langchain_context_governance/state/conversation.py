@@ -32,6 +32,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 
 from langchain_context_governance._reasoning import carries_provider_compaction
 from langchain_context_governance.offload.kept import Offload
+from langchain_context_governance.policy.summary_job import SummaryRecord
 from langchain_context_governance.rules.continued import ContinuedRepair
 from langchain_context_governance.state.cache_aware import CacheAwareReplay, CompactionPlan
 from langchain_context_governance.state.made import MadeMessages
@@ -40,7 +41,6 @@ from langchain_context_governance.state.record import (
     HistoryDigest,
     HistoryMark,
     PreviousRequest,
-    SummaryRecord,
 )
 from langchain_context_governance.state.repair_stream import (
     RepairedHistory,

@@ -71,6 +71,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langchain_context_governance._messages import compared_content_length, tool_calls_json
 from langchain_context_governance._packing import little_endian
+from langchain_context_governance.policy.summary_job import SummaryRecord
 from langchain_context_governance.tokens.calibration import Calibration
 
 _ID = operator.attrgetter("id")
@@ -84,7 +85,6 @@ __all__ = [
     "HistoryDigest",
     "HistoryMark",
     "PreviousRequest",
-    "SummaryRecord",
     "UnusableRecord",
     "leading_equal",
     "request_digests",
@@ -386,29 +386,6 @@ class HistoryMark:
         if len(messages) < self.count:
             return False
         return HistoryDigest().add(list(messages[: self.count])).hexdigest() == self.digest
-
-
-@dataclass(frozen=True)
-class SummaryRecord:
-    """The summary model's text for a cut, and the latest cut whose summary failed.
-
-    `text` summarizes the non-system messages before position `cut` of the repaired
-    history (None where no summary was made yet); `failed_cut` is a cut whose summary
-    failed or timed out: it keeps the plain note and is not asked again, and the next
-    cut summarizes everything since `cut`.
-    """
-
-    cut: int = 0
-    text: str | None = None
-    failed_cut: int | None = None
-
-    def text_for(self, cut: int) -> str | None:
-        """The summary to put in the note of a cut at `cut`, if there is one."""
-        return self.text if self.text is not None and cut == self.cut else None
-
-    def wanted_for(self, cut: int) -> bool:
-        """Whether a cut at `cut` still needs its summary asked for."""
-        return cut > 0 and cut != self.failed_cut and (self.text is None or cut != self.cut)
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,9 @@ import json
 import logging
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -43,7 +42,7 @@ from langchain_core.runnables import Runnable
 
 from langchain_context_governance._messages import content_text
 from langchain_context_governance.policy.note import escape_delimiters
-from langchain_context_governance.state.record import SummaryRecord
+from langchain_context_governance.policy.summary_job import SummaryJob
 from langchain_context_governance.tokens.counter import APPROXIMATE_CHARS_PER_TOKEN
 
 logger = logging.getLogger(__name__)
@@ -77,67 +76,6 @@ MAX_SUMMARY_INPUT_CHARS = 200_000
 # Shared workers the sync path asks the summary model on (see the module doc).
 SUMMARY_WORKERS = 4
 _CUT_SHORT = " […]"
-
-
-@dataclass(frozen=True)
-class SummaryJob:
-    """What one summary is made of: the messages a cut drops and the previous summary."""
-
-    cut: int
-    dropped: tuple[BaseMessage, ...]
-    earlier: str | None
-    max_tokens: int
-
-
-def summary_job(
-    kept: SummaryRecord | None, history: Sequence[BaseMessage], *, cut: int, max_tokens: int
-) -> SummaryJob | None:
-    """The summary a cut at `cut` needs, or None where it has one or must not ask again.
-
-    Incremental: the summary of the previous cut and the messages cut since it, never
-    everything since the first message (but where the previous summary is missing or
-    belongs to a later cut of another history).
-
-    Example:
-        >>> history = [HumanMessage(f"step {n}") for n in range(10)]
-        >>> job = summary_job(SummaryRecord(cut=4, text="steps 0-3"), history, cut=7,
-        ...                   max_tokens=100)
-        >>> job.earlier, [m.content for m in job.dropped]
-        ('steps 0-3', ['step 4', 'step 5', 'step 6'])
-        >>> summary_job(SummaryRecord(cut=7, text="steps 0-6"), history, cut=7,
-        ...             max_tokens=100) is None
-        True
-    """
-    kept = kept or SummaryRecord()
-    if not kept.wanted_for(cut):
-        return None
-    start, earlier = 0, None
-    if kept.text is not None and kept.cut < cut:
-        start, earlier = kept.cut, kept.text
-    return SummaryJob(
-        cut=cut,
-        dropped=dropped_messages(history, start, cut),
-        earlier=earlier,
-        max_tokens=max_tokens,
-    )
-
-
-def summary_kept(kept: SummaryRecord | None, job: SummaryJob, text: str | None) -> SummaryRecord:
-    """What the conversation keeps after asking for `job`: the text, or that it failed.
-
-    A failed cut is not asked again; the next cut summarizes from the last summary made.
-
-    Example:
-        >>> job = SummaryJob(cut=9, dropped=(), earlier=None, max_tokens=100)
-        >>> summary_kept(SummaryRecord(cut=4, text="a"), job, None)
-        SummaryRecord(cut=4, text='a', failed_cut=9)
-        >>> summary_kept(SummaryRecord(cut=4, text="a"), job, "b")
-        SummaryRecord(cut=9, text='b', failed_cut=None)
-    """
-    if text is not None:
-        return SummaryRecord(cut=job.cut, text=text)
-    kept = kept or SummaryRecord()
-    return SummaryRecord(cut=kept.cut, text=kept.text, failed_cut=job.cut)
 
 
 def summary_request(job: SummaryJob, *, prompt: str) -> list[BaseMessage]:
@@ -216,17 +154,6 @@ def max_summary_chars(max_tokens: int) -> int:
         404
     """
     return max_tokens * APPROXIMATE_CHARS_PER_TOKEN + len(_CUT_SHORT)
-
-
-def dropped_messages(
-    history: Sequence[BaseMessage], start: int, cut: int
-) -> tuple[BaseMessage, ...]:
-    """The non-system messages from `start` to `cut`: what a cut drops since the last one."""
-    return tuple(
-        history[index]
-        for index in range(start, cut)
-        if not isinstance(history[index], SystemMessage)
-    )
 
 
 class _Workers:

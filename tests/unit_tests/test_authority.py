@@ -27,8 +27,9 @@ from langchain_core.messages import (
 from langchain_context_governance import PROVIDERS, ContextGovernor
 from langchain_context_governance._added import added_kind, user_parts
 from langchain_context_governance._messages import content_text
+from langchain_context_governance.policy.summary_job import SummaryJob
 from langchain_context_governance.rules.tool_traffic import TOOL_OUTPUT_FENCE
-from langchain_context_governance.state.summary import SummaryJob, summary_request
+from langchain_context_governance.state.summary import summary_request
 from langchain_context_governance.testing import ScriptedChatModel
 from tests.builders import ai_calls, call, result, tool_loop
 from tests.strategies import histories
