@@ -57,6 +57,8 @@ __all__ = [
     "messages_to_govern",
     "nested_too_deep",
     "readable_contents",
+    "results_run_end",
+    "results_run_start",
     "tool_names_by_call_id",
 ]
 
@@ -358,11 +360,10 @@ def group_start(messages: Sequence[BaseMessage], end: int) -> int:
         >>> group_start(history, 3), group_end(history, 1, 3)
         (1, 3)
     """
-    start = end - 1
-    if not isinstance(messages[start], ToolMessage):
-        return start
-    while start > 0 and isinstance(messages[start - 1], ToolMessage):
-        start -= 1
+    last = end - 1
+    if not isinstance(messages[last], ToolMessage):
+        return last
+    start = results_run_start(messages, last)
     if start > 0 and isinstance(messages[start - 1], AIMessage):
         return start - 1
     return start
@@ -370,10 +371,34 @@ def group_start(messages: Sequence[BaseMessage], end: int) -> int:
 
 def group_end(messages: Sequence[BaseMessage], start: int, end: int) -> int:
     """End (before `end`) of the group that begins at `start` (see `group_start`)."""
-    stop = start + 1
     if isinstance(messages[start], (AIMessage, ToolMessage)):
-        while stop < end and isinstance(messages[stop], ToolMessage):
-            stop += 1
+        return results_run_end(messages, start + 1, end)
+    return start + 1
+
+
+def results_run_start(messages: Sequence[BaseMessage], index: int) -> int:
+    """Where the run of tool results that holds the result at `index` begins: the message
+    before it, if any, is the one those results follow (their calls' assistant message,
+    in a well-formed history).
+
+    Example:
+        >>> history = [AIMessage("", tool_calls=[{"name": "ls", "args": {}, "id": "c1"}]),
+        ...            ToolMessage("a", tool_call_id="c1"), ToolMessage("b", tool_call_id="c2")]
+        >>> results_run_start(history, 2), results_run_end(history, 1)
+        (1, 3)
+    """
+    start = index
+    while start > 0 and isinstance(messages[start - 1], ToolMessage):
+        start -= 1
+    return start
+
+
+def results_run_end(messages: Sequence[BaseMessage], start: int, end: int | None = None) -> int:
+    """Index just past the run of tool results that begins at `start` (before `end`)."""
+    end = len(messages) if end is None else end
+    stop = start
+    while stop < end and isinstance(messages[stop], ToolMessage):
+        stop += 1
     return stop
 
 

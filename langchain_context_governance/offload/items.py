@@ -30,7 +30,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langchain_context_governance._added import USER_PART, user_parts
-from langchain_context_governance._messages import iter_declared_tool_calls
+from langchain_context_governance._messages import iter_declared_tool_calls, results_run_start
 
 __all__ = [
     "BRIEF_ARGUMENTS_CHARACTERS",
@@ -242,9 +242,7 @@ def answered_call(messages: Sequence[BaseMessage], index: int) -> tuple[str, Any
     where it does not."""
     result = messages[index]
     assert isinstance(result, ToolMessage)
-    head = index - 1
-    while head >= 0 and isinstance(messages[head], ToolMessage):
-        head -= 1
+    head = results_run_start(messages, index) - 1
     if head >= 0:
         call = messages[head]
         if isinstance(call, AIMessage):

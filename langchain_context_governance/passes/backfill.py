@@ -8,7 +8,11 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.utils import MessageLikeRepresentation
 
 from langchain_context_governance._added import mark_added
-from langchain_context_governance._messages import as_message_list, iter_declared_tool_calls
+from langchain_context_governance._messages import (
+    as_message_list,
+    iter_declared_tool_calls,
+    results_run_end,
+)
 from langchain_context_governance.passes._dual_use import runnable_when_called_without_messages
 
 BACKFILL_CONTENT = "[Tool result unavailable — call was interrupted or lost]"
@@ -24,14 +28,6 @@ def backfilled_result(call_id: str, name: str) -> ToolMessage:
         id=f"{call_id}-backfilled-result",
     )
     return mark_added(result, "tool-result")
-
-
-def _results_after(messages: list[BaseMessage], start: int) -> int:
-    """Index just past the contiguous run of tool results that begins at `start`."""
-    end = start
-    while end < len(messages) and isinstance(messages[end], ToolMessage):
-        end += 1
-    return end
 
 
 def _first_result_positions(messages: list[BaseMessage]) -> dict[str, list[int]]:
@@ -70,7 +66,7 @@ def backfill_missing_tool_results_with_count(
         calls = list(iter_declared_tool_calls(message))
         if not calls:
             continue
-        run_end = _results_after(messages, index)
+        run_end = results_run_end(messages, index)
         in_run = {
             result.tool_call_id
             for position, result in enumerate(messages[index:run_end], start=index)

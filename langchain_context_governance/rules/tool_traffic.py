@@ -41,7 +41,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.messages.tool import tool_call
 
 from langchain_context_governance._added import mark_added
-from langchain_context_governance._messages import content_text, is_tool_result
+from langchain_context_governance._messages import content_text, is_tool_result, results_run_end
 from langchain_context_governance._reasoning import (
     GEMINI_SIGNATURES_KEY,
     OPENAI_FUNCTION_CALL_IDS_KEY,
@@ -301,9 +301,7 @@ def split_parallel_tool_calls(messages: list[BaseMessage]) -> tuple[list[BaseMes
         if not (isinstance(message, AIMessage) and _call_count(message) > 1):
             output.append(message)
             continue
-        end = index
-        while end < len(messages) and isinstance(messages[end], ToolMessage):
-            end += 1
+        end = results_run_end(messages, index)
         output.extend(_split_run(message, messages[index:end]))
         changed += 1
         index = end

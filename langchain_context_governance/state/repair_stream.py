@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Literal, overload
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from langchain_context_governance._added import synthetic_user_turn
 from langchain_context_governance._messages import (
@@ -60,6 +60,7 @@ from langchain_context_governance._messages import (
     iter_declared_tool_calls,
     message_keys,
     message_keys_and_text,
+    results_run_end,
 )
 from langchain_context_governance._packing import PackedInts, as_count
 from langchain_context_governance.passes._names import ALTERNATION as ALTERNATION_PASS_NAME
@@ -1024,9 +1025,7 @@ def _groups(messages: Sequence[BaseMessage], start: int) -> Iterator[tuple[int, 
     """(start, stop) of each group from `start`: a non-tool message and the results after it."""
     end = len(messages)
     while start < end:
-        stop = start + 1
-        while stop < end and isinstance(messages[stop], ToolMessage):
-            stop += 1
+        stop = results_run_end(messages, start + 1, end)
         yield start, stop
         start = stop
 
