@@ -1,11 +1,11 @@
 """What the cache-aware policy reads of a history: a read-only view, and its settings.
 
 The policy's functions (policy/edit_trigger.py, policy/watermarks.py,
-policy/batch_compaction.py, policy/cut.py, policy/note_at_cut.py) decide from positions,
-token counts, message kinds and tool names, and write only the decisions they are given
-(policy/decisions.py). What keeps those numbers cheap (counting once, knowing what a
-compacted result costs, counting the note's turns) is the engine's: the replay
-implements this view (state/replay_view.py), a test a small fake of it.
+policy/batch_compaction.py, policy/cut.py, policy/note_at_cut.py, policy/front_edits.py)
+decide from positions, token counts, message kinds and tool names, and write only the
+decisions they are given (policy/decisions.py). What keeps those numbers cheap (counting
+once, knowing what a compacted result costs, counting the note's turns) is the engine's:
+the replay implements this view (state/replay_view.py), a test a small fake of it.
 """
 
 from __future__ import annotations

@@ -13,9 +13,10 @@ they put behind a changed prefix (`Decisions.left_out`).
 `CacheAwareReplay` decides nothing: it keeps the replay state so that a growing history
 only replays what is new, feeds the policy through a read-only view of it
 (`HistoryView`, state/replay_view.py), which counts the note at a cut with `NoteSizing`
-(state/note_sizing.py; which note a cut sends is policy/note_at_cut.py's), and hands the
-decisions to the request assembly (state/request_assembly.py), which makes the request
-and decides nothing either.
+(state/note_sizing.py; which note a cut sends is policy/note_at_cut.py's, and which edits
+change the request's front policy/front_edits.py's), and hands the decisions to the
+request assembly (state/request_assembly.py), which makes the request and decides
+nothing either.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from langchain_context_governance.policy.compaction import (
 from langchain_context_governance.policy.cut import excluded_groups_newest_first, pin_for
 from langchain_context_governance.policy.decisions import Decisions
 from langchain_context_governance.policy.edit_trigger import decide_call
+from langchain_context_governance.policy.front_edits import first_compacted_edit, front_key
 from langchain_context_governance.policy.left_out import LeftOut
 from langchain_context_governance.policy.note_at_cut import (
     is_brief,
@@ -522,7 +524,7 @@ class CacheAwareReplay:
         decay (`Calibration.decayed`)."""
         if not overflows and decisions.calibration.boost != 1.0:
             decisions.calibration = decisions.calibration.decayed()
-        front, compacted = self._front_key(view, decisions), decisions.compacted_count
+        front, compacted = front_key(view, decisions), decisions.compacted_count
         decide_call(view, decisions, end=end)
         for overflow in overflows:
             calibration = view.calibration(decisions)
@@ -531,10 +533,10 @@ class CacheAwareReplay:
             )
             decide_call(view, decisions, end=end)
         variant = note_variant(view, decisions, end=end)
-        if self._front_key(view, decisions) != front or variant != decisions.note_variant:
+        if front_key(view, decisions) != front or variant != decisions.note_variant:
             decisions.left_out = decisions.left_out.edited(at=-1, call=end)
         else:
-            edited = self._compacted_edit(view, decisions, compacted)
+            edited = first_compacted_edit(view, decisions, before=compacted)
             if edited is not None:
                 decisions.left_out = decisions.left_out.edited(at=edited, call=end)
         decisions.note_variant = variant
@@ -542,34 +544,6 @@ class CacheAwareReplay:
             # The last resort shortens this call's request: its answer was made after a
             # prefix no later request is known to send again.
             decisions.left_out = decisions.left_out.with_range(end, end + 1)
-
-    def _front_key(self, view: HistoryView, decisions: Decisions) -> tuple[Any, ...]:
-        """What the request sends before the kept part, where it has a front: the cut, the
-        pins, the kept groups and the note's contents (`RequestAssembly.build`)."""
-        omitted = omitted_count(view, decisions)
-        if decisions.cut == 0 or omitted <= 0:
-            return ()
-        return (
-            decisions.cut,
-            decisions.task_pinned,
-            decisions.pinned,
-            decisions.kept_groups,
-            omitted,
-            decisions.note_values,
-            is_brief(view, decisions),
-        )
-
-    def _compacted_edit(self, view: HistoryView, decisions: Decisions, before: int) -> int | None:
-        """The first position the results compacted since `before` changed in the request:
-        a result sent from the cut on, or -1 for one sent in the front (a kept group)."""
-        start = decisions.cut if omitted_count(view, decisions) > 0 else 0
-        edited = None
-        for index in self._replay.compactable[before : decisions.compacted_count]:
-            if index >= start:
-                edited = index if edited is None else min(edited, index)
-            elif any(group.start <= index < group.stop for group in decisions.kept_groups):
-                return -1
-        return edited
 
     def _observe_reported_size(
         self, view: HistoryView, message: AIMessage, decisions: Decisions

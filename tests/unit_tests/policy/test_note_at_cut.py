@@ -21,6 +21,7 @@ from langchain_context_governance.policy.decisions import (
     Decisions,
     KeptGroup,
 )
+from langchain_context_governance.policy.front_edits import front_key
 from langchain_context_governance.policy.last_resort import TRUNCATED_AT_LEAST
 from langchain_context_governance.policy.note_at_cut import (
     is_brief,
@@ -103,6 +104,7 @@ def test_no_note_where_the_cut_leaves_nothing_out() -> None:
     assert view.total(protected) < SETTINGS.max_tokens
     assert omitted_count(view, protected) == 0
     assert note_variant(view, protected, end=len(view.messages)) == NOTE_NONE
+    assert front_key(view, protected) == ()
 
 
 def summary_fitting(view: FakeView, decisions: Decisions, end: int, *, spare: int) -> str:
