@@ -42,6 +42,7 @@ from langchain_context_governance._added import added_kind
 from langchain_context_governance._messages import group_end, group_start
 from langchain_context_governance._reasoning import thinking_tool_loop_start
 from langchain_context_governance.policy.decisions import Decisions, KeptGroup
+from langchain_context_governance.policy.note_at_cut import list_note, values_reserve
 from langchain_context_governance.policy.protection import EARLIER_USER, EXCLUDED_TOOL
 from langchain_context_governance.policy.view import ReplayView
 from langchain_context_governance.policy.watermarks import excluded_limit, room, watermarks
@@ -59,7 +60,8 @@ def cut_groups(view: ReplayView, decisions: Decisions, *, end: int, low: int) ->
     first, within `tuning.EARLIER_USERS_SHARE` of the room history has, and giving way
     where they take history over the high watermark; then the task, where it is
     what keeps the request over budget. The note lists the values of what the cut
-    leaves out (`NoteSizing.list_note`), in room reserved for them before cutting.
+    leaves out (policy/note_at_cut.py's `list_note`), in room reserved for them before
+    cutting.
     """
     history = view.messages
     newest = group_start(history, end)
@@ -69,7 +71,7 @@ def cut_groups(view: ReplayView, decisions: Decisions, *, end: int, low: int) ->
     if loop is not None and loop >= decisions.cut:
         newest = min(newest, loop)
     _, space = room(view, decisions, end=end)
-    decisions.note_values_tokens = view.reserve_note_values(decisions, room=space)
+    decisions.note_values_tokens = values_reserve(view, decisions, room=space)
     # Results of excluded tools kept again (or left out) move the watermarks: the
     # front is cut again to the low watermark they leave, once.
     for _ in range(2):
@@ -87,7 +89,7 @@ def cut_groups(view: ReplayView, decisions: Decisions, *, end: int, low: int) ->
         pin_for(view, without_task, end=end, pin_task=False)
         if view.corrected_total(without_task, note=False) <= max_tokens:
             decisions.task_pinned, decisions.pinned = False, without_task.pinned
-    view.list_note(decisions, end=end)
+    list_note(view, decisions, end=end)
 
 
 def _cut_front(view: ReplayView, decisions: Decisions, *, newest: int, end: int, low: int) -> None:

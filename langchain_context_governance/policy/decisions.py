@@ -34,7 +34,7 @@ __all__ = [
     "KeptGroup",
 ]
 
-# The note a cut's request sends (state/note_sizing.py's `NoteSizing.variant`): with the
+# The note a cut's request sends (policy/note_at_cut.py's `note_variant`): with the
 # summary, with the values (with offload: the lines naming what is kept), with offload the
 # call that reads the transcript back alone, plain, or none (a tiny budget).
 NOTE_SUMMARY, NOTE_VALUES, NOTE_KEPT, NOTE_PLAIN, NOTE_NONE = range(5)

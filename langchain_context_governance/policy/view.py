@@ -1,21 +1,22 @@
 """What the cache-aware policy reads of a history: a read-only view, and its settings.
 
 The policy's functions (policy/edit_trigger.py, policy/watermarks.py,
-policy/batch_compaction.py, policy/cut.py) decide from positions, token counts, message
-kinds and tool names, and write only the decisions they are given (policy/decisions.py).
-What keeps those numbers cheap (counting once, knowing what a compacted result costs,
-sizing the note) is the engine's: the replay implements this view (state/replay_view.py),
-a test a small fake of it.
+policy/batch_compaction.py, policy/cut.py, policy/note_at_cut.py, policy/front_edits.py)
+decide from positions, token counts, message kinds and tool names, and write only the
+decisions they are given (policy/decisions.py). What keeps those numbers cheap (counting
+once, knowing what a compacted result costs, counting the note's turns) is the engine's:
+the replay implements this view (state/replay_view.py), a test a small fake of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from langchain_core.messages import BaseMessage
 
+from langchain_context_governance.offload.items import OffloadItem
 from langchain_context_governance.policy.compaction import ResultCompaction
 from langchain_context_governance.policy.decisions import Decisions
 from langchain_context_governance.tokens.calibration import Calibration
@@ -63,6 +64,15 @@ class ReplayView(Protocol):
         """Positions of the user's own messages."""
 
     @property
+    def systems(self) -> Sequence[int]:
+        """Positions of the system messages."""
+
+    @property
+    def added(self) -> Sequence[int]:
+        """Positions of what an earlier cut added (its note and data turn): a request
+        governed again holds them, and they are no messages a note counts."""
+
+    @property
     def excluded(self) -> Sequence[int]:
         """Positions of the results of excluded tools."""
 
@@ -87,8 +97,19 @@ class ReplayView(Protocol):
         """What pinning the task costs."""
 
     @property
+    def tool_names(self) -> Collection[str]:
+        """The tools called so far (a note lists no tool name as a value)."""
+
+    @property
     def fixed_tokens(self) -> int:
         """The call's tokens outside the messages (request overhead, tool definitions)."""
+
+    @property
+    def offloading(self) -> bool:
+        """Whether what leaves the request is kept: the note then lists handles."""
+
+    def summary(self, cut: int) -> str | None:
+        """The summary of the messages before `cut`, where one was made (none for 0)."""
 
     def cost(self, decisions: Decisions, index: int) -> int:
         """What position `index` costs in the request under `decisions`."""
@@ -105,8 +126,38 @@ class ReplayView(Protocol):
     def corrected_total(self, decisions: Decisions, *, note: bool = True) -> int:
         """The request's tokens as the provider counts them: what thresholds compare."""
 
-    def reserve_note_values(self, decisions: Decisions, *, room: int) -> int:
-        """The tokens a cut in `room` reserves for the values its note lists."""
+    # What the note at a cut costs (policy/note_at_cut.py decides which note, and what
+    # it lists): counted where the engine keeps the counts.
 
-    def list_note(self, decisions: Decisions, *, end: int) -> None:
-        """Fill in what the note of the cut just made lists (`Decisions.note_values`)."""
+    @property
+    def full_note_tokens(self) -> int:
+        """What the full (not brief) plain note of a large cut costs."""
+
+    @property
+    def framing_tokens(self) -> int:
+        """What the full note's data turn adds beside the values it lists (its frame, the
+        note's pointer to it, the continuation turn after it)."""
+
+    def transcript_line_tokens(self, *, brief: bool) -> int:
+        """What the call that reads a cut's transcript adds to the note."""
+
+    def note_tokens(self, omitted: int, *, brief: bool) -> int:
+        """Tokens of the plain note for `omitted` messages (without summary or values)."""
+
+    def data_tokens(self, omitted: int, values: str, *, brief: bool) -> int:
+        """What listing `values` (with offload, handle lines) adds to the plain note of
+        `omitted` messages: the data turn, the note's pointer to it, and the continuation
+        turn after it."""
+
+    def note_turns_tokens(self, omitted: int, summary: str, values: str, *, brief: bool) -> int:
+        """Tokens of the note's turns with `summary` and `values` (with the continuation
+        turn after a data turn)."""
+
+    def summary_frame_tokens(self, omitted: int, values: str, *, brief: bool) -> int:
+        """Tokens of the note's turns with `values` and a summary, but the summary's own
+        text (with the continuation turn after them)."""
+
+    def keep_cut(self, positions: Iterable[int]) -> tuple[str, list[OffloadItem]] | None:
+        """Keep the messages at `positions` (a cut leaves them out) and the cut's
+        transcript of them: the transcript's handle, and the items of those a line of the
+        note names, oldest first; None where nothing is kept."""

@@ -12,9 +12,11 @@ they put behind a changed prefix (`Decisions.left_out`).
 
 `CacheAwareReplay` decides nothing: it keeps the replay state so that a growing history
 only replays what is new, feeds the policy through a read-only view of it
-(`HistoryView`, state/replay_view.py), sizes the note at a cut with `NoteSizing`
-(state/note_sizing.py), and hands the decisions to the request assembly
-(state/request_assembly.py), which makes the request and decides nothing either.
+(`HistoryView`, state/replay_view.py), which counts the note at a cut with `NoteSizing`
+(state/note_sizing.py; which note a cut sends is policy/note_at_cut.py's, and which edits
+change the request's front policy/front_edits.py's), and hands the decisions to the
+request assembly (state/request_assembly.py), which makes the request and decides
+nothing either.
 """
 
 from __future__ import annotations
@@ -49,15 +51,19 @@ from langchain_context_governance.policy.compaction import (
     ResultCompaction,
 )
 from langchain_context_governance.policy.cut import excluded_groups_newest_first, pin_for
-from langchain_context_governance.policy.decisions import (
-    NOTE_NONE,
-    Decisions,
-)
+from langchain_context_governance.policy.decisions import Decisions
 from langchain_context_governance.policy.edit_trigger import decide_call
+from langchain_context_governance.policy.front_edits import first_compacted_edit, front_key
 from langchain_context_governance.policy.left_out import LeftOut
+from langchain_context_governance.policy.note_at_cut import (
+    is_brief,
+    note_variant,
+    omitted_count,
+    summary_room,
+)
 from langchain_context_governance.policy.task import is_task_candidate, pinned_task_copy
 from langchain_context_governance.policy.view import CacheAwareSettings
-from langchain_context_governance.policy.watermarks import validate_watermarks, watermarks
+from langchain_context_governance.policy.watermarks import validate_watermarks
 from langchain_context_governance.state.note_sizing import NoteSizing
 from langchain_context_governance.state.record import leading_equal
 from langchain_context_governance.state.replay_codec import (
@@ -196,7 +202,7 @@ class CacheAwareReplay:
         self._assembly = RequestAssembly(
             counter=counter, compaction=self._settings.compaction, max_tokens=max_tokens
         )
-        self._sizing = NoteSizing(counter=counter, max_tokens=max_tokens, assembly=self._assembly)
+        self._sizing = NoteSizing(counter=counter, assembly=self._assembly)
         # Where the plans keep what leaves their requests (offload/), during a plan:
         # placeholders and the note show handles then (`NoteSizing.offloading`), and their
         # counts differ.
@@ -293,9 +299,9 @@ class CacheAwareReplay:
         pins = replace(decisions)
         if decisions.cut:
             pin_for(view, pins, end=known)
-        omitted = self._omitted(decisions)
+        omitted = omitted_count(view, decisions)
         values_tokens = (
-            self._sizing.data_tokens(self._replay, decisions, omitted, decisions.note_values)
+            view.data_tokens(omitted, decisions.note_values, brief=is_brief(view, decisions))
             if decisions.note_values and omitted > 0
             else decisions.note_values_tokens
         )
@@ -377,8 +383,9 @@ class CacheAwareReplay:
         for index in range(final, len(history)):
             self._add(history, index, decisions)
         decisions.rules_tokens = rules_tokens
-        self._call(self._view(history), decisions, end=len(history), overflows=overflows)
-        summary = self._summary(decisions)
+        view = self._view(history)
+        self._call(view, decisions, end=len(history), overflows=overflows)
+        summary = view.summary(decisions.cut)
         if not same_objects:
             # What was made of the previous call's objects is not this call's.
             self._assembly.forget_objects()
@@ -517,7 +524,7 @@ class CacheAwareReplay:
         decay (`Calibration.decayed`)."""
         if not overflows and decisions.calibration.boost != 1.0:
             decisions.calibration = decisions.calibration.decayed()
-        front, compacted = self._front_key(decisions), decisions.compacted_count
+        front, compacted = front_key(view, decisions), decisions.compacted_count
         decide_call(view, decisions, end=end)
         for overflow in overflows:
             calibration = view.calibration(decisions)
@@ -525,11 +532,11 @@ class CacheAwareReplay:
                 overflow, budget=self._settings.max_tokens
             )
             decide_call(view, decisions, end=end)
-        variant = self._note_variant(view, decisions, end=end)
-        if self._front_key(decisions) != front or variant != decisions.note_variant:
+        variant = note_variant(view, decisions, end=end)
+        if front_key(view, decisions) != front or variant != decisions.note_variant:
             decisions.left_out = decisions.left_out.edited(at=-1, call=end)
         else:
-            edited = self._compacted_edit(decisions, compacted)
+            edited = first_compacted_edit(view, decisions, before=compacted)
             if edited is not None:
                 decisions.left_out = decisions.left_out.edited(at=edited, call=end)
         decisions.note_variant = variant
@@ -537,34 +544,6 @@ class CacheAwareReplay:
             # The last resort shortens this call's request: its answer was made after a
             # prefix no later request is known to send again.
             decisions.left_out = decisions.left_out.with_range(end, end + 1)
-
-    def _front_key(self, decisions: Decisions) -> tuple[Any, ...]:
-        """What the request sends before the kept part, where it has a front: the cut, the
-        pins, the kept groups and the note's contents (`RequestAssembly.build`)."""
-        omitted = self._omitted(decisions)
-        if decisions.cut == 0 or omitted <= 0:
-            return ()
-        return (
-            decisions.cut,
-            decisions.task_pinned,
-            decisions.pinned,
-            decisions.kept_groups,
-            omitted,
-            decisions.note_values,
-            self._sizing.brief(decisions),
-        )
-
-    def _compacted_edit(self, decisions: Decisions, before: int) -> int | None:
-        """The first position the results compacted since `before` changed in the request:
-        a result sent from the cut on, or -1 for one sent in the front (a kept group)."""
-        start = decisions.cut if self._omitted(decisions) > 0 else 0
-        edited = None
-        for index in self._replay.compactable[before : decisions.compacted_count]:
-            if index >= start:
-                edited = index if edited is None else min(edited, index)
-            elif any(group.start <= index < group.stop for group in decisions.kept_groups):
-                return -1
-        return edited
 
     def _observe_reported_size(
         self, view: HistoryView, message: AIMessage, decisions: Decisions
@@ -597,7 +576,8 @@ class CacheAwareReplay:
         """The plan of the decisions: the request the assembly makes of them (after a cut,
         the front with the note, then the history from the cut), what it leaves out and
         why, and how much of the previous request it sends again."""
-        omitted = self._omitted(decisions)
+        view = self._view(history)
+        omitted = omitted_count(view, decisions)
         # A cut that leaves nothing out (everything before it is protected) is no cut:
         # the history goes as it is, so governing the request again changes nothing.
         start = decisions.cut if omitted > 0 else 0
@@ -608,7 +588,7 @@ class CacheAwareReplay:
             start=start,
             omitted=omitted,
             summary=summary,
-            brief=start > 0 and self._sizing.brief(decisions),
+            brief=start > 0 and is_brief(view, decisions),
             final=final,
             offload=self._offload,
         )
@@ -627,54 +607,18 @@ class CacheAwareReplay:
             compacted_positions=compacted,
             kept=request.kept,
             origins=request.origins,
-            calibration=self._view(history).calibration(decisions),
+            calibration=view.calibration(decisions),
             fingerprints=prints,
             reasoning_left_out=decisions.left_out,
         )
         if start > 0 and summary is None and self._summary_for is not None:
-            plan.summary_room = self._summary_room(self._view(history), decisions, omitted)
+            plan.summary_room = summary_room(view, decisions, omitted=omitted)
         if self._last_request is not None:
             unchanged = leading_equal(self._last_request, prints)
             plan.unchanged_prefix_messages = unchanged
             plan.unchanged_prefix_tokens = max(tokens_after - sum(costs[unchanged:]), 0)
         self._last_request = prints
         return plan
-
-    def _summary(self, decisions: Decisions) -> str | None:
-        """The summary of the cut of `decisions`, where the caller has one."""
-        if self._summary_for is None or not decisions.cut:
-            return None
-        return self._summary_for(decisions.cut)
-
-    def _summary_room(self, view: HistoryView, decisions: Decisions, omitted: int) -> int:
-        """The most tokens a summary of the cut can take with the note still under the
-        high watermark (`_note_variant`'s test), where the note has none yet."""
-        high, _ = watermarks(view, decisions, end=len(view.messages))
-        limit = view.calibration(decisions).limit(high)
-        without = view.total(decisions, note=False)
-        return self._sizing.summary_room(decisions, omitted, limit=limit, without=without)
-
-    def _note_variant(self, view: HistoryView, decisions: Decisions, *, end: int) -> int:
-        """Which note the request of the call on the first `end` messages sends at its cut
-        (`NoteSizing.variant`). Decided from the decisions' counts, so that every call
-        point knows the note its request sent: a note that changes is an edit of the front."""
-        omitted = self._omitted(decisions)
-        if decisions.cut == 0 or omitted <= 0:
-            return NOTE_NONE
-        summary = self._summary(decisions)
-        # The watermarks matter only where a summary may go into the note.
-        high = watermarks(view, decisions, end=end)[0] if summary else 0
-        return self._sizing.variant(
-            view.messages,
-            self._replay,
-            decisions,
-            end=end,
-            omitted=omitted,
-            summary=summary,
-            without=view.total(decisions, note=False),
-            high=high,
-            calibration=view.calibration(decisions),
-        )
 
     def _view(self, history: Sequence[BaseMessage]) -> HistoryView:
         """The policy's view of `history` and of what this replay learned of it."""
@@ -686,11 +630,8 @@ class CacheAwareReplay:
             assembly=self._assembly,
             offload=self._offload,
             shared_calibration=self._shared_calibration,
+            summary_for=self._summary_for,
         )
-
-    def _omitted(self, decisions: Decisions) -> int:
-        """Messages before the cut the request leaves out (`NoteSizing.omitted`)."""
-        return self._sizing.omitted(self._replay, decisions)
 
 
 @runnable_when_called_without_messages
