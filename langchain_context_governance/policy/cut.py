@@ -35,11 +35,11 @@ import bisect
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import HumanMessage, SystemMessage
 
 from langchain_context_governance import tuning
 from langchain_context_governance._added import added_kind
-from langchain_context_governance._messages import group_end, group_start
+from langchain_context_governance._messages import group_end, group_start, results_run_start
 from langchain_context_governance._reasoning import thinking_tool_loop_start
 from langchain_context_governance.policy.decisions import Decisions, KeptGroup
 from langchain_context_governance.policy.note_at_cut import list_note, values_reserve
@@ -161,9 +161,8 @@ def excluded_groups_newest_first(view: ReplayView, decisions: Decisions) -> Iter
     excluded = view.excluded
     position = bisect.bisect_left(excluded, decisions.cut) - 1
     while position >= 0:
-        start = excluded[position]
-        while start > 0 and isinstance(history[start], ToolMessage):
-            start -= 1
+        # The group opens with the message its results follow (their calls').
+        start = max(results_run_start(history, excluded[position]) - 1, 0)
         stop = group_end(history, start, decisions.cut)
         position = bisect.bisect_left(excluded, start) - 1
         cost = sum(view.cost(decisions, index) for index in range(start, stop))

@@ -36,7 +36,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from langchain_context_governance import tuning
 from langchain_context_governance._added import added_kind, user_parts
-from langchain_context_governance._messages import declared_tool_call_ids
+from langchain_context_governance._messages import declared_tool_call_ids, results_run_start
 from langchain_context_governance._reasoning import carries_bound_reasoning
 from langchain_context_governance.policy.batch_compaction import compact_oldest
 from langchain_context_governance.policy.cut import cut_groups
@@ -145,9 +145,7 @@ def _ends_the_answer(history: Sequence[BaseMessage], index: int) -> bool:
 def _answers_its_group(history: Sequence[BaseMessage], index: int) -> bool:
     """Whether the result at `index` answers a call of the assistant message its group
     opens with (the repairs drop any other)."""
-    opening = index
-    while opening > 0 and isinstance(history[opening - 1], ToolMessage):
-        opening -= 1
+    opening = results_run_start(history, index)
     result = history[index]
     assert isinstance(result, ToolMessage)
     return opening > 0 and result.tool_call_id in declared_tool_call_ids(history[opening - 1])

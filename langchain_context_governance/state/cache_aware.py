@@ -39,6 +39,7 @@ from langchain_context_governance._messages import (
     iter_declared_tool_calls,
     message_fingerprint,
 )
+from langchain_context_governance.offload.items import answered_call
 from langchain_context_governance.offload.kept import (
     Offload,
 )
@@ -145,20 +146,6 @@ class CompactionPlan:
     # After a cut that has no summary yet: the most tokens a summary of it can take and
     # still be sent (the note with it under the high watermark); 0 where none can.
     summary_room: int = 0
-
-
-def _called_tool(history: Sequence[BaseMessage], index: int, call_id: str) -> str:
-    """The tool of the call the result at `index` answers: in the repaired history, a
-    result comes right after its call's assistant message and the results before it."""
-    head = index - 1
-    while head >= 0 and isinstance(history[head], ToolMessage):
-        head -= 1
-    message = history[head] if head >= 0 else None
-    if isinstance(message, AIMessage):
-        for declared_id, name in iter_declared_tool_calls(message):
-            if declared_id == call_id:
-                return name
-    return ""
 
 
 class CacheAwareReplay:
@@ -495,12 +482,12 @@ class CacheAwareReplay:
         message = history[index]
         if not isinstance(message, ToolMessage):
             return None
-        return message.name or _called_tool(history, index, message.tool_call_id)
+        return answered_call(history, index)[0]
 
     def _note_tool_result(
         self, history: Sequence[BaseMessage], message: ToolMessage, index: int
     ) -> None:
-        name = message.name or _called_tool(history, index, message.tool_call_id)
+        name = answered_call(history, index)[0]
         if self._settings.compaction.is_excluded(name):
             self._replay.excluded.append(index)
             return
