@@ -18,6 +18,8 @@ last few notes by what they say.
 from __future__ import annotations
 
 import bisect
+import itertools
+import operator
 import weakref
 from array import array
 from collections.abc import Iterator, Sequence
@@ -173,15 +175,19 @@ class _Body:
     copies: list[weakref.ref[BaseMessage]] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Front:
     """What a request sends before the kept part after a cut (the system messages, the
     pinned task, the messages kept by protection class), by weak reference, with the
-    decisions it was made for (`key`); made once per cut and reused while they stay."""
+    decisions it was made for (`key`); made once per cut and reused while they stay.
+    `kept` is each position's protection class for the report, made for `pinned_why`
+    (the latest user message pinned is the current turn until a user writes again)."""
 
     key: tuple[Any, ...]
     refs: list[weakref.ref[BaseMessage]]
     sent: _Sent
+    kept: tuple[tuple[int, str], ...]
+    pinned_why: str | None
 
 
 class RequestAssembly:
@@ -444,7 +450,7 @@ class RequestAssembly:
         compacted copies in place, found by weak reference while they are this call's."""
         messages: list[BaseMessage] = history[body.start : body.upto]  # type: ignore[assignment]
         found = [ref() for ref in body.copies]
-        if len(found) == len(body.compacted) and None not in found:
+        if len(found) == len(body.compacted) and _all_alive(found):
             copies: list[BaseMessage] = found  # type: ignore[assignment]
         else:
             copies = [
@@ -503,27 +509,12 @@ class RequestAssembly:
         """The system messages before the cut, the pinned task and the pins, as sent; made
         once per set of decisions where they are all final. `kept` gets each pinned
         position's protection class."""
-        end = len(history)
-        pins = [(group.start, group.stop, group.why) for group in _kept(decisions)]
+        pinned_why = None
         if decisions.pinned is not None:
             users = replay.users
             first_after = bisect.bisect_left(users, start)
-            current = first_after >= len(users) or users[first_after] >= end
-            why = CURRENT_TURN if current else LATEST_USER
-            pins.append((decisions.pinned, decisions.pinned + 1, why))
-        pins.sort()
-        for index in replay.system_indices:
-            if index >= start:
-                break
-            kept.append((index, SYSTEM))
-        if decisions.task_pinned:
-            assert replay.task is not None
-            kept.append((replay.task, TASK))
-        kept.extend(
-            (index, why)
-            for pin_start, pin_stop, why in pins
-            for index in range(pin_start, pin_stop)
-        )
+            current = first_after >= len(users) or users[first_after] >= len(history)
+            pinned_why = CURRENT_TURN if current else LATEST_USER
         key = (
             start,
             decisions.task_pinned,
@@ -531,10 +522,21 @@ class RequestAssembly:
             decisions.kept_groups,
             decisions.compacted_count,
         )
-        if self._front is not None and self._front.key == key and start <= final:
-            messages = [ref() for ref in self._front.refs]
-            if None not in messages:
-                return _copy_sent(self._front.sent, messages)  # type: ignore[arg-type]
+        cached = self._front
+        if cached is not None and cached.key == key and start <= final:
+            messages = [ref() for ref in cached.refs]
+            if _all_alive(messages):
+                # What the front keeps, and why, is made once per cut too: the work of a
+                # call does not grow with the messages a cut keeps.
+                if cached.pinned_why != pinned_why:
+                    pins = _pins(decisions, pinned_why)
+                    cached.kept = _kept_entries(replay, decisions, start=start, pins=pins)
+                    cached.pinned_why = pinned_why
+                kept.extend(cached.kept)
+                return _copy_sent(cached.sent, messages)  # type: ignore[arg-type]
+        pins = _pins(decisions, pinned_why)
+        entries = _kept_entries(replay, decisions, start=start, pins=pins)
+        kept.extend(entries)
         front = _Sent()
         for index in replay.system_indices:
             if index >= start:
@@ -562,7 +564,7 @@ class RequestAssembly:
                     )
         if start <= final:
             refs = [weakref.ref(message) for message in front.messages]
-            self._front = _Front(key, refs, _copy_sent(front, []))
+            self._front = _Front(key, refs, _copy_sent(front, []), entries, pinned_why)
         return front
 
     def _send(
@@ -704,11 +706,49 @@ def _note_contents(
     return None, ""
 
 
+def _pins(decisions: Decisions, pinned_why: str | None) -> list[tuple[int, int, str]]:
+    """The kept groups and the pinned latest user message (`pinned_why`: its class), in
+    order: what the front sends after the system messages and the task."""
+    pins = [(group.start, group.stop, group.why) for group in _kept(decisions)]
+    if decisions.pinned is not None:
+        assert pinned_why is not None
+        pins.append((decisions.pinned, decisions.pinned + 1, pinned_why))
+    pins.sort()
+    return pins
+
+
+def _kept_entries(
+    replay: ReplayLearning,
+    decisions: Decisions,
+    *,
+    start: int,
+    pins: list[tuple[int, int, str]],
+) -> tuple[tuple[int, str], ...]:
+    """Each position the front sends (before the cut at `start`), with its protection
+    class: the system messages, the task, the pins."""
+    entries = [
+        (index, SYSTEM) for index in itertools.takewhile(start.__gt__, replay.system_indices)
+    ]
+    if decisions.task_pinned:
+        assert replay.task is not None
+        entries.append((replay.task, TASK))
+    entries.extend(
+        (index, why) for pin_start, pin_stop, why in pins for index in range(pin_start, pin_stop)
+    )
+    return tuple(entries)
+
+
 def _kept(decisions: Decisions) -> tuple[KeptGroup, ...]:
     """The kept groups, but the latest user message where it is pinned on its own."""
     if decisions.pinned is None:
         return decisions.kept_groups
     return tuple(group for group in decisions.kept_groups if group.start != decisions.pinned)
+
+
+def _all_alive(found: list[BaseMessage | None]) -> bool:
+    """Whether no weak reference in `found` was dead: by identity, since `None in found`
+    would compare each message with None through pydantic's `__eq__`."""
+    return not any(map(operator.is_, found, itertools.repeat(None)))
 
 
 def _copy_sent(sent: _Sent, messages: list[BaseMessage]) -> _Sent:

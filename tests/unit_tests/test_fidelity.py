@@ -274,6 +274,27 @@ def test_the_report_names_the_very_messages_where_the_provider_rewrites_call_ids
     assert sent_compacted == {history[index].id for index in report.compacted}
 
 
+def test_a_pinned_user_message_is_the_current_turn_until_the_user_writes_again() -> None:
+    """The front a cut sends is made once and reused while the cut stays; the report's
+    reason for its pinned user message still follows the conversation."""
+
+    def governor() -> ContextGovernor:
+        return ContextGovernor(
+            context_window_tokens=8_000, max_output_tokens=1_000, keep_recent=2, min_chars=10**5
+        )
+
+    history = [*tool_loop(0), AIMessage("fixed"), HumanMessage("now audit b.py")]
+    for n in range(30):
+        history += [ai_calls(call(f"c{n}", "bash")), result(f"c{n}", "line\n" * 300, "bash")]
+    asked = len(history) - 61
+    served = governor()
+    assert served.govern(history, thread_id="t").report.fate(asked) == "kept (current-turn)"
+    history += [AIMessage("b.py is fine"), HumanMessage("thanks, and c.py?")]
+    report = served.govern(history, thread_id="t").report
+    assert report.fate(asked) == "kept (latest-user)"
+    assert report.kept == governor().govern(history).report.kept
+
+
 def test_the_current_turn_alone_over_budget_is_cut_last_with_a_warning(caplog: Any) -> None:
     governor = ContextGovernor(context_window_tokens=3_000, max_output_tokens=0, safety_buffer=0)
     history = [
