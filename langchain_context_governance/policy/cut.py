@@ -236,6 +236,15 @@ def pin_for(view: ReplayView, decisions: Decisions, *, end: int, pin_task: bool 
         pinnable = False
     decisions.task_pinned = pinnable
     decisions.pinned = None if pinnable and latest == task else latest
-    decisions.pinned_kept = decisions.pinned is not None and any(
-        group.start == decisions.pinned for group in decisions.kept_groups
-    )
+    decisions.pinned_kept = decisions.pinned is not None and _is_kept(decisions, decisions.pinned)
+
+
+def _is_kept(decisions: Decisions, start: int) -> bool:
+    """Whether a kept group starts at `start`. The newest kept group is looked at first:
+    the latest user message before the cut usually is it, and a cut that moves over many
+    groups asks once per group (a scan of every kept group each time made first contact
+    grow faster than the history)."""
+    groups = decisions.kept_groups
+    if groups and groups[-1].start == start:
+        return True
+    return any(group.start == start for group in groups)
