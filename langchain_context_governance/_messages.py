@@ -92,12 +92,13 @@ def _as_messages(items: list[Any], *, start: int = 0) -> tuple[list[BaseMessage]
     """`items` as BaseMessage objects (`items` itself where they all are), with their
     contents not yet checked, and the set of the classes from `start` on: the items before
     `start` are messages the caller knows (the very objects read on an earlier call)."""
-    # By the set of types: isinstance on a pydantic class is slow, 10,000 times a call.
-    kinds = set(map(type, itertools.islice(items, start, None)))
+    # By the set of types: isinstance on a pydantic class is slow, 10,000 times a call. A
+    # slice, not islice, which would walk the items before `start` on every call.
+    kinds = set(map(type, items[start:]))
     if all(issubclass(kind, BaseMessage) for kind in kinds):
         return items, kinds
     converted: list[BaseMessage] = items[:start]
-    for index, item in enumerate(itertools.islice(items, start, None), start):
+    for index, item in enumerate(items[start:], start):
         if isinstance(item, BaseMessage):
             converted.append(item)
             continue
@@ -124,7 +125,7 @@ def readable_contents(messages: list[BaseMessage], *, start: int = 0) -> list[Ba
     """
     # The common paths (every content text, or text and lists of strings and dicts) are
     # checked by the set of types, with no Python loop over the messages.
-    contents = list(map(_CONTENT, itertools.islice(messages, start, None)))
+    contents = list(map(_CONTENT, messages[start:]))
     kinds = set(map(type, contents))
     if kinds <= {str}:
         return messages

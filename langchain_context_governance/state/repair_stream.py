@@ -23,8 +23,8 @@ after its conversation moved on (a later group) answers nothing there and is dro
 its call was already answered with the placeholder, and moving the result back would
 rewrite a prefix the provider's prompt cache holds.
 
-The stream keeps no message objects and no copy of message content: positions, weak
-references and keys of what it read (`_messages.message_key`: a hash of a message's
+The stream keeps no copy of message content: positions, the objects read while the
+newest of them lives, and keys of what it read (`_messages.message_key`: a hash of a message's
 content, id and class), a digest of their content, the call ids declared, and for
 each message a repair made, how to make it again from the caller's messages (a recipe).
 A made message is kept only as long as the messages it was made from are alive, and is
@@ -37,8 +37,8 @@ identity check per message confirms (`_ReadObjects`). A history reloaded from a 
 messages' keys, in bulk: a message changed in place (same id, other content) is another
 message, and the stream starts over, so nothing decided on the old content (counts,
 repairs, the replay's decisions and the note's values, the summary) outlives it. Once
-the newest message read is freed (the run ended), the weak references are dropped
-together: an idle conversation keeps none.
+the newest message read is freed (the run ended), the objects read are let go together:
+an idle conversation holds none.
 """
 
 from __future__ import annotations
@@ -263,12 +263,14 @@ class _Pending:
 
 
 class _ReadObjects:
-    """The messages read, in order, by weak reference, while the newest of them lives.
+    """The messages read, in order, while the newest of them lives.
 
     A later call that passes these very objects is known by one identity check per
-    message. Once the newest is freed (the run that held the history ended; the next run
-    gets it reloaded from a checkpoint, as new objects), no call can pass them again, so
-    the references are dropped together and an idle conversation keeps none of them.
+    message, in C. All but the newest are held, the newest by weak reference: once it is
+    freed (the run that held the history ended; the next run gets it reloaded from a
+    checkpoint, as new objects), no call can pass these objects again, so they are let go
+    together and an idle conversation holds none of them. While the newest lives, the
+    caller's history holds them all anyway.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -284,61 +286,73 @@ class _ReadObjects:
         0
     """
 
-    __slots__ = ("__weakref__", "_refs", "_watch")
+    __slots__ = ("__weakref__", "_read")
 
     def __init__(self) -> None:
-        self._refs: list[weakref.ref[BaseMessage]] = []
-        self._watch: weakref.ref[BaseMessage] | None = None
+        # The messages read but the newest, and a weak reference to the newest: one tuple,
+        # replaced whole where the newest is freed (perhaps on another thread, see
+        # `_holding`), so that a reader never takes one without the other.
+        self._read: tuple[list[BaseMessage], weakref.ref[BaseMessage] | None] = ([], None)
 
     def __len__(self) -> int:
-        return len(self._refs)
+        held, newest = self._read
+        return 0 if newest is None else len(held) + 1
 
     def are(self, messages: Sequence[BaseMessage], count: int) -> bool:
         """Whether the first `count` of `messages` are the objects read (or, where one was
         replaced, by a message equal to it in every field: what was made of it holds)."""
-        # One list throughout: another thread freeing the newest object read empties
-        # `_refs` (see `_watch_newest`), and an empty list would pass for any history.
-        refs = self._refs
-        if len(refs) != count:
+        held, newest = self._read
+        if newest is None:
+            return count == 0
+        if len(held) + 1 != count:
             return False
-        if count == 0:
-            return True
-        if refs[-1]() is not messages[count - 1]:
+        if newest() is not messages[count - 1]:
             # New objects (a reloaded history): no message is compared field by field.
             return False
         try:
             # List equality compares by identity first, in C: one pointer comparison per
-            # message where they are the objects read. A comprehension calls the references
-            # at less than half the cost of a mapped function.
-            read = [ref() for ref in refs]
+            # message where they are the objects read.
+            before = count - 1
             given = (
-                messages[:count] if isinstance(messages, list) else list(islice(messages, count))
+                messages[:before] if isinstance(messages, list) else list(islice(messages, before))
             )
-            return read == given
+            return held == given
         except Exception:  # a field whose comparison fails: not known to be equal
             return False
 
     def replace(self, messages: Sequence[BaseMessage]) -> None:
         """Remember `messages` instead of the objects read before."""
-        self._refs = list(map(weakref.ref, messages))
-        self._watch_newest(messages)
+        self._read = self._holding([], messages)
 
     def extend(self, messages: Sequence[BaseMessage]) -> None:
         """Remember `messages`, read after those remembered."""
-        self._refs.extend(map(weakref.ref, messages))
-        self._watch_newest(messages)
-
-    def _watch_newest(self, messages: Sequence[BaseMessage]) -> None:
         if not messages:
             return
+        held, newest = self._read
+        previous = newest() if newest is not None else None
+        if previous is None:
+            # Nothing read yet, or the newest was freed: what was read is not held.
+            self._read = self._holding([], messages)
+            return
+        held.append(previous)
+        self._read = self._holding(held, messages)
+
+    def _holding(
+        self, held: list[BaseMessage], messages: Sequence[BaseMessage]
+    ) -> tuple[list[BaseMessage], weakref.ref[BaseMessage] | None]:
+        """`held` and `messages` but the newest of them, and the newest watched: when it is
+        freed, everything is let go."""
+        if not messages:
+            return [], None
+        held.extend(messages[:-1])
         me = weakref.ref(self)
 
         def forget(gone: weakref.ref[BaseMessage]) -> None:
             read = me()
-            if read is not None and read._watch is gone:
-                read._refs, read._watch = [], None
+            if read is not None and read._read[1] is gone:
+                read._read = ([], None)
 
-        self._watch = weakref.ref(messages[-1], forget)
+        return held, weakref.ref(messages[-1], forget)
 
 
 class RepairStream:
