@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bfcl import TOOLS_SHARE_OF_BUDGET, find_wheel, load_conversations
+from benchmarks.call_parts import call_parts_table, measure_call_parts
 from benchmarks.concurrency import (
     CONCURRENCY_WINDOW_TOKENS,
     CONVERSATION_COUNTS,
@@ -247,6 +248,28 @@ def run_timings(arguments: argparse.Namespace) -> list[Target]:
         f"{TRIM_APPROXIMATE}:\n"
     )
     print(fitting_table(fitting))
+    _progress("timing the parts of steady calls on the fitting and the reloaded histories")
+    parts = [
+        measure_call_parts(
+            "fits",
+            size=FITTING_SIZE,
+            budget=fitting_budget,
+            calls=10 if arguments.quick else 50,
+            seed=arguments.seed,
+        ),
+        measure_call_parts(
+            "reloaded",
+            size=largest,
+            budget=budget,
+            calls=5 if arguments.quick else 30,
+            seed=arguments.seed,
+        ),
+    ]
+    print(
+        "\nWhere those steady calls' time goes (the governor(approximate) of the two rows "
+        "above, no thread; mean ms per call of each part, and its share of the call):\n"
+    )
+    print(call_parts_table(parts))
     targets = timing_targets(timings) + history_kind_targets(timings, largest)
     targets += fitting_targets(fitting)
     print("\n" + render_targets(targets))
