@@ -1,6 +1,7 @@
 """Messages made from a conversation's messages, kept only while those messages live.
 
-A conversation's state keeps no message and no copy of message content. Where making a
+A conversation's state keeps no copy of message content (the repair stream holds the
+message objects read only while the newest of them lives). Where making a
 message again on every call would cost (two user turns merged, a call id rewritten, a
 task cut to its share of the budget), the made message is kept here, tied to the very
 message objects it was made from: it is served only to a call that passes those objects,
