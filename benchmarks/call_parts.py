@@ -19,7 +19,6 @@ Example:
 
 from __future__ import annotations
 
-import gc
 import statistics
 import time
 from collections import defaultdict
@@ -36,7 +35,7 @@ import langchain_context_governance.pipeline as pipeline_module
 from benchmarks.histories import HistoryGenerator, build_history, reload_messages
 from benchmarks.policies import GOVERNOR_MAX_OUTPUT_TOKENS, GOVERNOR_SAFETY_BUFFER, trim_last
 from benchmarks.report import markdown_table
-from benchmarks.timing import MESSAGES_PER_ITERATION, HistoryKind
+from benchmarks.timing import MESSAGES_PER_ITERATION, HistoryKind, time_call
 from langchain_context_governance import ContextGovernor
 from langchain_context_governance._messages import message_keys_and_text
 
@@ -111,17 +110,18 @@ def measure_call_parts(
         for _ in range(calls):
             history = [*history, *generator.iteration()]
             sent = reload_messages(history) if kind == "reloaded" else history
-            whole += _seconds(lambda sent=sent: governor.invoke(sent))
+            whole += time_call(governor.invoke, sent)
     if kind == "reloaded":
         copies = [reload_messages(history) for _ in range(calls)]
-        spent[CONTENT_KEYS] = sum(
-            _seconds(lambda copy=copy: message_keys_and_text(copy)) for copy in copies
-        )
+        spent[CONTENT_KEYS] = sum(time_call(message_keys_and_text, copy) for copy in copies)
     steps = sum(spent[name] for name, _ in pipeline_module.STEPS)
     spent[LCEL_RUN] = whole - spent["govern"]
     spent[REST_OF_GOVERN] = spent.pop("govern") - steps - spent[REPORT] - spent[RECORD]
     trims = [
-        _seconds(lambda: trim_last(history, budget=budget, token_counter="approximate"))
+        time_call(
+            lambda messages: trim_last(messages, budget=budget, token_counter="approximate"),
+            history,
+        )
         for _ in range(max(5, calls // 4))
     ]
     return CallParts(
@@ -132,17 +132,6 @@ def measure_call_parts(
         whole=whole * 1000 / calls,
         trim=statistics.median(trims) * 1000,
     )
-
-
-def _seconds(call: Callable[[], object]) -> float:
-    gc.collect()
-    gc.disable()
-    try:
-        started = time.perf_counter()
-        call()
-        return time.perf_counter() - started
-    finally:
-        gc.enable()
 
 
 def call_parts_table(measured: list[CallParts]) -> str:
