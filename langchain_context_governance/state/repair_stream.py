@@ -24,9 +24,10 @@ its call was already answered with the placeholder, and moving the result back w
 rewrite a prefix the provider's prompt cache holds.
 
 The stream keeps no copy of message content: positions, the objects read while the
-newest of them lives, and keys of what it read (`_messages.message_key`: a hash of a message's
-content, id and class), a digest of their content, the call ids declared, and for
-each message a repair made, how to make it again from the caller's messages (a recipe).
+newest of them lives, and keys of what it read (`_messages.message_key`: a hash of a
+message's content, id and class), a digest of their content, the call ids declared, and
+for each message a repair made, how to make it again from the caller's messages (a
+recipe).
 A made message is kept only as long as the messages it was made from are alive, and is
 served only to a call that passes those very objects: a conversation is never given a
 message made from another conversation's messages, however equal their text.
