@@ -195,18 +195,21 @@ def assert_state_survives(history: Sequence[BaseMessage], output: Sequence[BaseM
             continue
         assert isinstance(message, AIMessage)
         left_out = reasoning_left_out(message)
+        entries = [*call_state(message)[0], *call_state(message)[1]]
+        matching = [
+            s for s in sources if belongs_to(message, without_bound_reasoning(s) if left_out else s)
+        ]
+        assert matching, f"reasoning state changed or made up: {message!r}"
+        # Sources whose state looks the same once their reasoning is left out (their item
+        # ids go with it) cannot be told apart: the message's entries are one of them, the
+        # first that has not given them yet.
         source = next(
-            (
-                s
-                for s in sources
-                if belongs_to(message, without_bound_reasoning(s) if left_out else s)
-            ),
-            None,
+            (s for s in matching if all((id(s), entry) not in used for entry in entries)),
+            matching[0],
         )
-        assert source is not None, f"reasoning state changed or made up: {message!r}"
         if has_message_state(message):
             sources.remove(source)
-        for entry in [*call_state(message)[0], *call_state(message)[1]]:
+        for entry in entries:
             assert (id(source), entry) not in used, f"{entry} sent twice"
             used.add((id(source), entry))
         if message.tool_calls or message.invalid_tool_calls:
