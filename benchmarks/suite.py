@@ -249,21 +249,13 @@ def run_timings(arguments: argparse.Namespace) -> list[Target]:
     )
     print(fitting_table(fitting))
     _progress("timing the parts of steady calls on the fitting and the reloaded histories")
+    quick = arguments.quick
     parts = [
-        measure_call_parts(
-            "fits",
-            size=FITTING_SIZE,
-            budget=fitting_budget,
-            calls=10 if arguments.quick else 50,
-            seed=arguments.seed,
-        ),
-        measure_call_parts(
-            "reloaded",
-            size=largest,
-            budget=budget,
-            calls=5 if arguments.quick else 30,
-            seed=arguments.seed,
-        ),
+        measure_call_parts(kind, size=size, budget=kind_budget, calls=calls, seed=arguments.seed)
+        for kind, size, kind_budget, calls in (
+            ("fits", FITTING_SIZE, fitting_budget, 10 if quick else 50),
+            ("reloaded", largest, budget, 5 if quick else 30),
+        )
     ]
     print(
         "\nWhere those steady calls' time goes (the governor(approximate) of the two rows "
